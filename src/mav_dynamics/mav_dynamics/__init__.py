@@ -1,0 +1,1 @@
+"""Screw-theory multirotor model, control allocation and tracking controller (skeleton)."""

@@ -1,0 +1,22 @@
+"""ament_python build of `mav_dynamics` (colcon on a ROS 2 distro, or pip into a venv)."""
+
+from setuptools import find_packages, setup
+
+PACKAGE = "mav_dynamics"
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(exclude=["test", "test.*"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+    ],
+    install_requires=["mav_geometry", "numpy", "scipy", "pyyaml"],
+    python_requires=">=3.11",
+    zip_safe=True,
+    maintainer="Trident suite maintainers",
+    maintainer_email="maintainers@trident-suite.invalid",
+    description="Screw-theory multirotor model, control allocation and tracking controller.",
+    license="Apache-2.0",
+)

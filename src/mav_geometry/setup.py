@@ -1,0 +1,22 @@
+"""ament_python build of `mav_geometry` (colcon on a ROS 2 distro, or pip into a venv)."""
+
+from setuptools import find_packages, setup
+
+PACKAGE = "mav_geometry"
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(exclude=["test", "test.*"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+    ],
+    install_requires=["numpy", "scipy"],
+    python_requires=">=3.11",
+    zip_safe=True,
+    maintainer="Trident suite maintainers",
+    maintainer_email="maintainers@trident-suite.invalid",
+    description="Quaternion, dual/trident quaternion and SO(3)/SE(3)/SE2(3) algebra.",
+    license="Apache-2.0",
+)

@@ -1,0 +1,1 @@
+"""Trident-quaternion IMU/GNSS error-state EKF (skeleton)."""

@@ -1,0 +1,22 @@
+"""ament_python build of `variational_sim` (colcon on a ROS 2 distro, or pip into a venv)."""
+
+from setuptools import find_packages, setup
+
+PACKAGE = "variational_sim"
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(exclude=["test", "test.*"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+    ],
+    install_requires=["mav_geometry", "mav_dynamics", "numpy", "scipy", "pyyaml", "matplotlib"],
+    python_requires=">=3.11",
+    zip_safe=True,
+    maintainer="Trident suite maintainers",
+    maintainer_email="maintainers@trident-suite.invalid",
+    description="Variational-integrator simulator for multirotors and multibody robots.",
+    license="Apache-2.0",
+)

@@ -1,0 +1,1 @@
+"""Variational-integrator simulator for multirotors and multibody robots (skeleton)."""
