@@ -15,6 +15,11 @@ setup(
     install_requires=["mav_geometry", "mav_dynamics", "numpy", "scipy", "pyyaml", "matplotlib"],
     python_requires=">=3.11",
     zip_safe=True,
+    entry_points={
+        "console_scripts": [
+            "variational-sim-reorientation = variational_sim.demos.reorientation:main",
+        ],
+    },
     maintainer="Trident suite maintainers",
     maintainer_email="maintainers@trident-suite.invalid",
     description="Variational-integrator simulator for multirotors and multibody robots.",

@@ -1,1 +1,24 @@
-"""Screw-theory multirotor model, control allocation and tracking controller (skeleton)."""
+"""Screw-theory multirotor model, control allocation and tracking controller (numpy core).
+
+Modules (no ROS imports):
+
+- ``vehicle`` / ``vehicle_file``: vehicle dataclasses and the validating YAML loader
+  (``config/vehicles/*.yaml``);
+- ``model``: ``TreeModel``, the exact tree recursion of the design notes §2.8
+  (base acceleration, motor and tilt torques); ``aero``: wing and body aerodynamics;
+- ``allocation``: ``allocation_matrix`` and ``ControlAllocator`` (limits, priorities,
+  status); ``controller``: ``TrackingController`` on SE(3);
+- ``derivatives``: analytic Jacobians of the base acceleration;
+  ``identification``: regressor and least-squares identification;
+- ``closed_form``: the paper's quadrotor and winged-quadrotor closed forms (oracles).
+
+Typical use::
+
+    vehicle = load_vehicle("config/vehicles/quadrotor_x.yaml")
+    model = TreeModel(vehicle)
+    allocator = ControlAllocator(model)
+    controller = TrackingController(model, rank=allocator.rank)
+    wrench = controller.update(R, p, twist, TrackingReference(p_ref)).wrench
+    command = allocator.allocate(wrench)          # rotor speeds (rad/s), tilts (rad)
+    dV = model.evaluate(R, twist, command.rotor_speeds).base_acceleration
+"""

@@ -1,0 +1,1 @@
+"""Demonstrations built on the integrators (command-line tools)."""

@@ -1,0 +1,1 @@
+"""Physical models integrated by ``variational_sim.integrators`` (no ROS)."""
