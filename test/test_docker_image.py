@@ -4,6 +4,7 @@ Every file it copies must exist in the build context (the repository root), it
 must build from an official ROS 2 LTS image, and it must cover every package.
 """
 
+import ast
 import re
 import shlex
 from pathlib import Path
@@ -11,6 +12,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
 LTS_DISTROS = {"humble", "jazzy"}
+# setup.py requirement -> rosdep key; the rest have no key and are pip-installed.
+ROSDEP_KEYS = {"numpy": "python3-numpy", "scipy": "python3-scipy", "pyyaml": "python3-yaml",
+               "matplotlib": "python3-matplotlib"}
+PIP_ONLY = {"pymap3d", "pyulog", "pymavlink", "rosbags"}
+PROJECT = {p.parent.name for p in (ROOT / "src").glob("*/package.xml")}
 
 
 def instructions() -> list[tuple[str, str]]:
@@ -63,3 +69,22 @@ def test_entrypoint_sources_the_overlay():
     text = entrypoint.read_text()
     assert "/opt/ros/${ROS_DISTRO}/setup.bash" in text
     assert "/ws/install/setup.bash" in text
+
+
+def test_every_python_requirement_is_installed_in_the_image():
+    runs = " ".join(rest for keyword, rest in instructions() if keyword == "RUN")
+    for name in sorted(PIP_ONLY):
+        assert f"|{name}|" in runs.replace("(", "|").replace(")", "|"), f"{name} not pip-installed"
+    for setup_py in (ROOT / "src").glob("*/setup.py"):
+        tree = ast.parse(setup_py.read_text())
+        requires = next(
+            ast.literal_eval(k.value) for node in ast.walk(tree) if isinstance(node, ast.Call)
+            for k in node.keywords if k.arg == "install_requires"
+        )
+        manifest = (setup_py.parent / "package.xml").read_text()
+        for requirement in set(requires) - PROJECT:
+            if requirement in PIP_ONLY:
+                continue
+            assert requirement in ROSDEP_KEYS, f"{setup_py}: no rosdep key known for {requirement}"
+            key = ROSDEP_KEYS[requirement]
+            assert f"<exec_depend>{key}</exec_depend>" in manifest, f"{setup_py.parent.name}: {key}"

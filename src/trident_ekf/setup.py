@@ -12,7 +12,14 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
     ],
-    install_requires=["mav_geometry", "numpy", "scipy", "matplotlib"],
+    install_requires=["mav_geometry", "numpy", "scipy", "matplotlib", "pymap3d", "pyulog",
+                      "pymavlink", "rosbags"],
+    entry_points={
+        "console_scripts": [
+            "trident-import = trident_ekf.tools.import_cli:main",
+            "trident-replay = trident_ekf.tools.replay:main",
+        ],
+    },
     python_requires=">=3.11",
     zip_safe=True,
     maintainer="Trident suite maintainers",

@@ -1,0 +1,235 @@
+"""Input checks, time handling, gating, status and initialization."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+
+from mav_geometry import quaternion
+from trident_ekf.core import BaselineESKF, FilterConfig, FilterStatus, TridentEKF
+from trident_ekf.core.initialization import Initializer
+from trident_ekf.core.simulation import SensorModel, Trajectory, simulate
+
+FILTERS = [TridentEKF, BaselineESKF]
+DATA = simulate(Trajectory(), SensorModel(), 20.0, imu_rate=100.0,
+                rng=np.random.default_rng(3))
+R_P, R_V = np.full(3, 1.5**2), np.full(3, 0.1**2)
+SIGMAS = np.array([0.03] * 3 + [0.3] * 3 + [2.0] * 3 + [0.01] * 3 + [0.1] * 3)
+
+
+def _started(cls, **config):
+    filter_ = cls(FilterConfig(**config))
+    truth = DATA.truth
+    filter_.initialize(0.0, truth["q"][0], truth["v"][0], truth["p"][0], SIGMAS,
+                       DATA.gyro_bias[0], DATA.accel_bias[0])
+    return filter_
+
+
+def _feed(filter_, until: float, gnss: bool = True, offset=(0.0, 0.0, 0.0)) -> None:
+    j = 0
+    for k in range(1, DATA.imu_time.size):
+        t = DATA.imu_time[k]
+        if t <= filter_.time:
+            continue
+        if t > until:
+            break
+        while gnss and j < DATA.gnss_time.size and DATA.gnss_time[j] <= t:
+            if DATA.gnss_time[j] > filter_.time:
+                filter_.process_gnss(DATA.gnss_time[j], DATA.gnss_position[j] + offset, R_P,
+                                     DATA.gnss_velocity[j], R_V)
+            j += 1
+        filter_.process_imu(t, DATA.gyro[k], DATA.accel[k])
+
+
+@pytest.mark.parametrize("cls", FILTERS)
+def test_bad_imu_samples_are_rejected_and_counted(cls):
+    filter_ = _started(cls)
+    _feed(filter_, 1.0)
+    state = copy.deepcopy(filter_.nominal())
+    t = filter_.time
+    assert not filter_.process_imu(t + 0.01, [math.nan, 0, 0], [0, 0, 9.8])
+    assert not filter_.process_imu(t, DATA.gyro[1], DATA.accel[1])  # duplicate stamp
+    assert not filter_.process_imu(t - 0.5, DATA.gyro[1], DATA.accel[1])  # out of order
+    counters = filter_.counters
+    assert (counters.imu_nonfinite, counters.imu_duplicate, counters.imu_out_of_order) == (1, 1, 1)
+    assert all(np.array_equal(a, b) for a, b in zip(state, filter_.nominal(), strict=True))
+    assert filter_.process_imu(t + 1.0, DATA.gyro[1], DATA.accel[1])  # 1 s gap: held
+    assert counters.imu_gap == 1
+    assert filter_.time == t + 1.0
+
+
+@pytest.mark.parametrize("cls", FILTERS)
+def test_bad_gnss_fixes_are_rejected_and_counted(cls):
+    filter_ = _started(cls)
+    _feed(filter_, 2.0)
+    t = filter_.time
+    p, v = DATA.gnss_position[0], DATA.gnss_velocity[0]
+    assert not filter_.process_gnss(t - 5.0, p, R_P, v, R_V)  # older than the history
+    assert filter_.process_gnss(t + 0.05, p, R_P, v, R_V)  # queued
+    assert not filter_.process_gnss(t + 0.05, p, R_P, v, R_V)  # duplicate stamp
+    assert not filter_.process_gnss(t + 0.1, [math.nan, 0, 0], R_P)
+    assert not filter_.process_gnss(t + 0.1, p, [-1.0, 1.0, 1.0])  # negative variance
+    counters = filter_.counters
+    assert (counters.gnss_late, counters.gnss_duplicate, counters.gnss_nonfinite) == (1, 1, 2)
+    with pytest.raises(ValueError, match="position must have 3 elements"):
+        filter_.process_gnss(t + 0.2, [1.0, 2.0], R_P)
+    with pytest.raises(ValueError, match="velocity_covariance is required"):
+        filter_.process_gnss(t + 0.2, p, R_P, v)
+
+
+@pytest.mark.parametrize("cls", FILTERS)
+def test_outlier_is_gated_and_persistent_jump_declares_divergence(cls):
+    filter_ = _started(cls, max_consecutive_rejections=5, reset_on_divergence=False)
+    _feed(filter_, 10.0)
+    filter_.drain_updates()
+    position = filter_.nominal()[2]
+    _feed(filter_, 10.21, offset=np.array([100.0, 0.0, 0.0]))  # one 100 m outlier
+    updates = filter_.drain_updates()
+    assert [u.accepted for u in updates] == [False]
+    assert updates[0].nis > 1000.0
+    assert filter_.counters.gnss_gated == 1
+    assert np.linalg.norm(filter_.nominal()[2] - position) < 5.0  # pure-INS motion only
+    assert filter_.status is FilterStatus.NOMINAL
+    _feed(filter_, 12.0, offset=np.array([100.0, 0.0, 0.0]))  # spoofing-like jump persists
+    assert filter_.status is FilterStatus.DIVERGED
+
+
+@pytest.mark.parametrize("cls", FILTERS)
+def test_persistent_jump_resets_to_gnss_when_reset_is_enabled(cls):
+    filter_ = _started(cls, max_consecutive_rejections=5)
+    _feed(filter_, 10.0)
+    jump = np.array([100.0, 0.0, 0.0])
+    _feed(filter_, 11.01, offset=jump)  # five rejected fixes, then the reset
+    assert filter_.counters.gnss_resets == 1
+    assert filter_.status is FilterStatus.DIVERGED
+    k = int(np.searchsorted(DATA.imu_time, filter_.time))
+    assert np.linalg.norm(filter_.nominal()[2] - (DATA.truth["p"][k] + jump)) < 10.0
+    _feed(filter_, 13.0, offset=jump)  # the new track is consistent: accepted again
+    assert filter_.status is FilterStatus.NOMINAL
+    assert filter_.counters.gnss_resets == 1
+
+
+@pytest.mark.parametrize("cls", FILTERS)
+def test_outage_status_and_covariance_divergence(cls):
+    filter_ = _started(cls, outage_timeout=1.0, divergence_position_sigma=3.0)
+    _feed(filter_, 5.0)
+    assert filter_.status is FilterStatus.NOMINAL
+    _feed(filter_, 6.5, gnss=False)
+    assert filter_.status is FilterStatus.OUTAGE
+    _feed(filter_, 20.0, gnss=False)
+    assert filter_.status is FilterStatus.DIVERGED  # position sigma passed 3 m
+
+
+@pytest.mark.parametrize("cls", FILTERS)
+def test_fix_between_imu_samples_is_applied_at_its_own_stamp(cls):
+    """Queued fix inside an interval == splitting that interval at the fix stamp by hand."""
+    queued = _started(cls, covariance_decimation=1)
+    _feed(queued, 3.0)
+    queued.drain_updates()
+    split = copy.deepcopy(queued)
+    t0 = queued.time
+    k = int(np.searchsorted(DATA.imu_time, t0)) + 1
+    t_fix = 0.5 * (DATA.imu_time[k - 1] + DATA.imu_time[k])
+    p, v = DATA.gnss_position[15], DATA.gnss_velocity[15]
+    queued.process_gnss(t_fix, p, R_P, v, R_V)
+    queued.process_imu(DATA.imu_time[k], DATA.gyro[k], DATA.accel[k])
+    split.process_imu(t_fix, DATA.gyro[k], DATA.accel[k])
+    split.process_gnss(t_fix, p, R_P, v, R_V)
+    split.process_imu(DATA.imu_time[k], DATA.gyro[k], DATA.accel[k])
+    assert [u.time for u in queued.drain_updates()] == [t_fix]
+    for a, b in zip(queued.nominal(), split.nominal(), strict=True):
+        assert np.allclose(a, b, rtol=0, atol=1e-9)
+    assert np.allclose(queued.covariance, split.covariance, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls", FILTERS)
+def test_delayed_fix_inside_the_history_equals_the_on_time_fix(cls):
+    """A fix delivered 0.3 s late (after the next fix was applied) is applied at its own
+    stamp by rewinding to a snapshot and re-running the stored IMU samples."""
+    on_time, delayed = _started(cls), _started(cls)
+    delayed_index = 7  # fix at 1.6 s; the fix at 1.8 s is applied before it arrives
+    j = 0
+    late = None
+    for k in range(1, DATA.imu_time.size):
+        t = DATA.imu_time[k]
+        if t > 3.0:
+            break
+        while j < DATA.gnss_time.size and DATA.gnss_time[j] <= t:
+            fix = (DATA.gnss_time[j], DATA.gnss_position[j], R_P, DATA.gnss_velocity[j], R_V)
+            on_time.process_gnss(*fix)
+            if j == delayed_index:
+                late = fix
+            else:
+                delayed.process_gnss(*fix)
+            j += 1
+        on_time.process_imu(t, DATA.gyro[k], DATA.accel[k])
+        delayed.process_imu(t, DATA.gyro[k], DATA.accel[k])
+        if late is not None and t >= late[0] + 0.3:
+            assert delayed.process_gnss(*late)
+            late = None
+    for a, b in zip(on_time.nominal(), delayed.nominal(), strict=True):
+        assert np.allclose(a, b, rtol=0.0, atol=1e-9)
+    assert np.allclose(on_time.covariance, delayed.covariance, rtol=1e-9, atol=1e-15)
+    assert delayed.counters.gnss_delayed == 1
+    assert delayed.counters.gnss_accepted == on_time.counters.gnss_accepted
+    assert delayed.counters.imu_accepted == on_time.counters.imu_accepted
+
+
+def test_invalid_configuration_and_initial_state_raise_value_errors():
+    with pytest.raises(ValueError, match="gyro_noise"):
+        FilterConfig(gyro_noise=-1.0)
+    with pytest.raises(ValueError, match="covariance_decimation"):
+        FilterConfig(covariance_decimation=0)
+    with pytest.raises(ValueError, match="gate_probability"):
+        FilterConfig(gate_probability=1.5)
+    filter_ = TridentEKF()
+    with pytest.raises(ValueError, match="velocity must be finite"):
+        filter_.initialize(0.0, [0, 0, 0, 1], [math.nan, 0, 0], [6.4e6, 0, 0], SIGMAS)
+    with pytest.raises(ValueError, match="positive definite"):
+        filter_.initialize(0.0, [0, 0, 0, 1], [0, 0, 0], [6.4e6, 0, 0], np.zeros((15, 15)))
+    assert filter_.status is FilterStatus.UNINITIALIZED
+    assert not filter_.process_imu(0.1, [0, 0, 0], [0, 0, 9.8])
+
+
+def _initialize_from(trajectory: Trajectory, yaw: float | None) -> tuple[np.ndarray, dict]:
+    data = simulate(trajectory, SensorModel(), 5.0, rng=np.random.default_rng(4))
+    initializer = Initializer(level_duration=1.0, yaw=yaw)
+    j = 0
+    for k in range(1, data.imu_time.size):
+        initializer.add_imu(data.imu_time[k], data.gyro[k], data.accel[k])
+        while j < data.gnss_time.size and data.gnss_time[j] <= data.imu_time[k]:
+            if initializer.add_gnss(data.gnss_time[j], data.gnss_position[j],
+                                    data.gnss_velocity[j]):
+                result = initializer.result
+                index = int(np.searchsorted(data.imu_time, result.time))
+                truth = {key: value[index] for key, value in data.truth.items()}
+                truth["gyro_bias"] = data.gyro_bias[index]
+                error = quaternion.to_rotation_vector(
+                    quaternion.multiply(quaternion.conjugate(result.attitude), truth["q"]))
+                return error, {"result": result, "truth": truth}
+            j += 1
+        data_end = k
+    raise AssertionError(f"no initial state after {data_end} samples")
+
+
+def test_static_levelling_with_yaw_parameter():
+    static = Trajectory(amplitude_m=(0.0, 0.0, 0.0), euler_amplitude_rad=(0.0, 0.0, 0.0),
+                        yaw0_rad=0.5)
+    error, info = _initialize_from(static, yaw=0.5)
+    # Tilt is off by the horizontal accelerometer bias over g (sigma 0.05 m/s^2 -> ~0.3 deg).
+    assert np.degrees(np.abs(error)).max() < 1.0
+    result, truth = info["result"], info["truth"]
+    assert np.linalg.norm(result.position - truth["p"]) < 10.0
+    assert np.abs(result.gyro_bias - truth["gyro_bias"]).max() < 5e-3
+
+
+def test_yaw_from_gnss_course_once_moving():
+    heading = 0.5
+    moving = Trajectory(amplitude_m=(0.0, 0.0, 0.0), euler_amplitude_rad=(0.0, 0.0, 0.0),
+                        velocity_enu=(6.0 * math.cos(heading), 6.0 * math.sin(heading), 0.0),
+                        yaw0_rad=heading)
+    error, _ = _initialize_from(moving, yaw=None)
+    assert abs(math.degrees(error[2])) < 3.0  # course of a 6 m/s fix with 0.1 m/s noise

@@ -1,0 +1,122 @@
+"""Conventional 15-state multiplicative ESKF: quaternion attitude, ECEF velocity and position.
+
+Same inputs, interface, noise model and update machinery as the trident filter, so the
+two can be cross-checked and benchmarked. Error state (notes 5.6, reordered to match the
+trident filter): dx = [phi^b, v_hat - v, p_hat - p, db_g, db_a] with q = q_hat exp(phi/2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from mav_geometry import quaternion
+from mav_geometry.scalar import Quaternion, Vector3, exp_with_jacobian, multiply, to_matrix
+from trident_ekf.core.config import FilterConfig
+from trident_ekf.core.earth import OMEGA_ECEF, gravity_gradient
+from trident_ekf.core.filter import (
+    ATT,
+    BG,
+    POS,
+    VEL,
+    ErrorStateFilter,
+    block_flat_indices,
+    skew_flat_indices,
+    skew_flat_values,
+)
+from trident_ekf.core.mechanization import ConventionalIntegrator
+from trident_ekf.core.trident import skew
+
+
+class BaselineESKF(ErrorStateFilter):
+    """The textbook ECEF error-state filter the trident EKF is compared against."""
+
+    _NOMINAL_FIELDS = ("_q", "_v", "_p")
+
+    def __init__(self, config: FilterConfig | None = None) -> None:
+        super().__init__(config)
+        self._integrator = ConventionalIntegrator()
+        self._q: Quaternion = (0.0, 0.0, 0.0, 1.0)
+        self._v: Vector3 = (0.0, 0.0, 0.0)
+        self._p: Vector3 = (0.0, 0.0, 0.0)
+        self._F[ATT, BG] = -np.eye(3)
+        self._F[POS, VEL] = np.eye(3)
+        self._F[VEL, VEL] = -2.0 * skew(OMEGA_ECEF)
+        self._fill_index = np.array(
+            skew_flat_indices(0, 0) + block_flat_indices(3, 0) + block_flat_indices(3, 6)
+            + block_flat_indices(3, 12)
+        )
+
+    def _set_nominal(self, q: NDArray, v: NDArray, p: NDArray) -> None:
+        self._q = tuple(float(c) for c in q)
+        self._v = tuple(float(c) for c in v)
+        self._p = tuple(float(c) for c in p)
+
+    def nominal(self) -> tuple[NDArray, NDArray, NDArray]:
+        return np.array(self._q), np.array(self._v), np.array(self._p)
+
+    def _step(self, omega: Vector3, force: Vector3, dt: float) -> None:
+        self._q, self._v, self._p = self._integrator.step(
+            self._q, self._v, self._p, omega, force, dt
+        )
+
+    def _fill_error_dynamics(self, F: NDArray, omega: Vector3, force: Vector3) -> None:
+        """F of notes 5.6: phi' = -[w x]phi - db_g; dv' = C[f x]phi - 2[W x]dv + G dp + C db_a.
+
+        Written through flat indices in one numpy call, like the trident filter's F_L.
+        """
+        C = to_matrix(self._q)
+        f0, f1, f2 = force
+        c_skew_f = []
+        for row in C:
+            c_skew_f += [row[1] * f2 - row[2] * f1, row[2] * f0 - row[0] * f2,
+                         row[0] * f1 - row[1] * f0]
+        F.flat[self._fill_index] = [
+            *skew_flat_values(-omega[0], -omega[1], -omega[2]),
+            *c_skew_f,
+            *gravity_gradient(self._p).ravel().tolist(),
+            *C[0], *C[1], *C[2],
+        ]
+
+    def _gnss_model(self) -> tuple[NDArray, NDArray, NDArray]:
+        q, v, p = self.nominal()
+        C = quaternion.to_matrix(q)
+        lever = np.array(self._lever)
+        omega_eb = np.array(self.last_omega) - C.T @ OMEGA_ECEF
+        lever_skew = skew(lever)
+        H = np.zeros((6, 15))
+        H[0:3, ATT] = C @ lever_skew
+        H[0:3, POS] = np.eye(3)
+        H[3:6, ATT] = C @ skew(np.cross(omega_eb, lever)) - C @ lever_skew @ skew(C.T @ OMEGA_ECEF)
+        H[3:6, VEL] = np.eye(3)
+        H[3:6, BG] = -C @ lever_skew
+        return p + C @ lever, v + C @ np.cross(omega_eb, lever), H
+
+    def _inject(self, dx: Sequence[float]) -> None:
+        """q <- q exp(phi/2), v <- v - dv, p <- p - dp."""
+        dx = [float(c) for c in dx]
+        dq, _, _ = exp_with_jacobian((dx[0], dx[1], dx[2]))
+        q = multiply(self._q, dq)
+        n = sum(c * c for c in q) ** -0.5
+        self._q = (q[0] * n, q[1] * n, q[2] * n, q[3] * n)
+        self._v = tuple(a - b for a, b in zip(self._v, dx[3:6], strict=True))
+        self._p = tuple(a - b for a, b in zip(self._p, dx[6:9], strict=True))
+
+    def error_from_truth(self, q: ArrayLike, v: ArrayLike, p: ArrayLike,
+                         gyro_bias: ArrayLike, accel_bias: ArrayLike) -> NDArray:
+        q_hat, v_hat, p_hat = self.nominal()
+        attitude = quaternion.to_rotation_vector(
+            quaternion.multiply(quaternion.conjugate(q_hat), np.asarray(q, dtype=float))
+        )
+        return np.concatenate([
+            attitude,
+            v_hat - np.asarray(v, dtype=float),
+            p_hat - np.asarray(p, dtype=float),
+            np.array(self.gyro_bias) - np.asarray(gyro_bias, dtype=float),
+            np.array(self.accel_bias) - np.asarray(accel_bias, dtype=float),
+        ])
+
+    def conventional_jacobian(self) -> NDArray:
+        return np.eye(15)

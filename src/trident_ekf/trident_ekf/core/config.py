@@ -1,0 +1,80 @@
+"""Filter parameters with validation (units in every field name's docstring)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class FilterConfig:
+    """Noise model, gating and robustness settings shared by both filters.
+
+    gyro_noise: gyro white-noise density N_g, rad/s/sqrt(Hz).
+    accel_noise: accelerometer white-noise density N_a, m/s^2/sqrt(Hz).
+    gyro_bias_walk: gyro bias random walk N_bg, rad/s/sqrt(s).
+    accel_bias_walk: accel bias random walk N_ba, m/s^2/sqrt(s).
+    lever_arm: IMU to GNSS antenna, body axes, m.
+    covariance_decimation: IMU samples per covariance propagation (1 = every sample).
+    gate_probability: chi-square probability of the NIS gate (3 or 6 dof; 0 disables it).
+    max_imu_interval: longest accepted IMU interval, s; longer gaps are counted and not
+        integrated (the clock jumps).
+    outage_timeout: time without an accepted GNSS update before the status reads OUTAGE, s.
+    divergence_position_sigma: position sigma above which the status reads DIVERGED, m.
+    max_consecutive_rejections: gated GNSS rejections in a row that declare divergence.
+    history_length: how far back a delayed GNSS fix is still applied at its own stamp, s
+        (state snapshots and IMU samples are kept that long; 0 disables the history).
+    reset_on_divergence: on that declaration, reset position and velocity to the fix (with
+        the fix's covariance) instead of staying DIVERGED until re-initialized.
+    """
+
+    gyro_noise: float = 1e-3
+    accel_noise: float = 2e-2
+    gyro_bias_walk: float = 1e-5
+    accel_bias_walk: float = 1e-4
+    lever_arm: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    covariance_decimation: int = 4
+    gate_probability: float = 0.9999
+    max_imu_interval: float = 0.1
+    outage_timeout: float = 2.0
+    divergence_position_sigma: float = 1000.0
+    max_consecutive_rejections: int = 25
+    reset_on_divergence: bool = True
+    history_length: float = 1.0
+
+    def __post_init__(self) -> None:
+        positive = {
+            "gyro_noise": self.gyro_noise,
+            "accel_noise": self.accel_noise,
+            "gyro_bias_walk": self.gyro_bias_walk,
+            "accel_bias_walk": self.accel_bias_walk,
+            "max_imu_interval": self.max_imu_interval,
+            "outage_timeout": self.outage_timeout,
+            "divergence_position_sigma": self.divergence_position_sigma,
+        }
+        for name, value in positive.items():
+            if not (math.isfinite(value) and value > 0.0):
+                raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+        if not (math.isfinite(self.history_length) and self.history_length >= 0.0):
+            raise ValueError(
+                f"history_length must be finite and >= 0 s, got {self.history_length!r}")
+        if len(self.lever_arm) != 3 or not all(math.isfinite(c) for c in self.lever_arm):
+            raise ValueError(f"lever_arm must be 3 finite numbers (m), got {self.lever_arm!r}")
+        if not (isinstance(self.covariance_decimation, int) and self.covariance_decimation >= 1):
+            raise ValueError(
+                f"covariance_decimation must be an integer >= 1, got {self.covariance_decimation!r}"
+            )
+        if not 0.0 <= self.gate_probability < 1.0:
+            raise ValueError(f"gate_probability must be in [0, 1), got {self.gate_probability!r}")
+        if self.max_consecutive_rejections < 1:
+            raise ValueError(
+                "max_consecutive_rejections must be >= 1, "
+                f"got {self.max_consecutive_rejections!r}"
+            )
+
+    def continuous_noise(self) -> np.ndarray:
+        """Q_c = diag(N_g^2 I, N_a^2 I, N_bg^2 I, N_ba^2 I) for w = [xi_g, xi_a, xi_bg, xi_ba]."""
+        densities = (self.gyro_noise, self.accel_noise, self.gyro_bias_walk, self.accel_bias_walk)
+        return np.diag(np.repeat(np.square(densities), 3))

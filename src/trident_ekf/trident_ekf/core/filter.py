@@ -1,0 +1,559 @@
+"""Shared error-state EKF machinery: time handling, input checks, covariance, GNSS update.
+
+Subclasses (the trident filter and the conventional baseline) supply the nominal
+state, its propagation, the error dynamics F, the GNSS Jacobian H and the
+injection of an estimated error. Everything else (sample bookkeeping, decimated
+covariance propagation, Joseph-form update with NIS gating, the bounded history
+that applies delayed GNSS fixes at their own stamps, counters and status) is
+common, so the two filters see identical inputs and differ only in their error
+parametrization.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from enum import Enum
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.stats import chi2
+
+from mav_geometry import quaternion
+from mav_geometry.scalar import Vector3
+from trident_ekf.core.config import FilterConfig
+from trident_ekf.core.earth import OMEGA_ECEF
+
+STATE_DIM = 15
+NAV = slice(0, 9)
+ATT, VEL, POS, BG, BA = (slice(i, i + 3) for i in range(0, 15, 3))
+MAX_PENDING_GNSS = 64
+
+
+class FilterStatus(Enum):
+    """UNINITIALIZED until ``initialize``; OUTAGE when no GNSS update was accepted within
+    ``outage_timeout``; DIVERGED when the covariance is non-finite or too large, or GNSS
+    was rejected ``max_consecutive_rejections`` times in a row. With ``reset_on_divergence``
+    the filter then resets position and velocity to the fix and reads DIVERGED until its
+    next accepted GNSS update; without it DIVERGED is sticky until re-initialized.
+    """
+
+    UNINITIALIZED = "uninitialized"
+    NOMINAL = "nominal"
+    OUTAGE = "outage"
+    DIVERGED = "diverged"
+
+
+@dataclass
+class Counters:
+    """Inputs accepted and rejected, by reason."""
+
+    imu_accepted: int = 0
+    imu_nonfinite: int = 0
+    imu_out_of_order: int = 0
+    imu_duplicate: int = 0
+    imu_gap: int = 0
+    gnss_accepted: int = 0
+    gnss_nonfinite: int = 0
+    gnss_late: int = 0
+    gnss_duplicate: int = 0
+    gnss_gated: int = 0
+    gnss_overflow: int = 0
+    gnss_resets: int = 0
+    gnss_delayed: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class GnssMeasurement:
+    """Antenna ECEF position (m) and velocity (m/s, or None) with 3x3 covariances."""
+
+    time: float
+    position: NDArray[np.float64]
+    position_covariance: NDArray[np.float64]
+    velocity: NDArray[np.float64] | None
+    velocity_covariance: NDArray[np.float64] | None
+
+
+@dataclass(frozen=True)
+class GnssUpdateResult:
+    """One GNSS epoch: residual (estimate - measurement, ECEF), NIS, its dof, accepted?"""
+
+    time: float
+    residual: NDArray[np.float64]
+    nis: float
+    dof: int
+    accepted: bool
+
+
+def skew_flat_indices(row: int, col: int) -> list[int]:
+    """Flat indices in a 15x15 matrix of the six off-diagonal entries of a 3x3 skew block."""
+    return [(row + r) * STATE_DIM + col + c
+            for r, c in ((0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1))]
+
+
+def skew_flat_values(x: float, y: float, z: float) -> list[float]:
+    """The entries of [a x] at ``skew_flat_indices`` for a = (x, y, z)."""
+    return [-z, y, z, -x, -y, x]
+
+
+def block_flat_indices(row: int, col: int) -> list[int]:
+    """Flat indices in a 15x15 matrix of a full 3x3 block, row-major."""
+    return [(row + r) * STATE_DIM + col + c for r in range(3) for c in range(3)]
+
+
+def _vector(value: ArrayLike, name: str, size: int = 3) -> NDArray[np.float64]:
+    array = np.asarray(value, dtype=float).reshape(-1)
+    if array.size != size:
+        raise ValueError(f"{name} must have {size} elements, got shape {np.shape(value)}")
+    return array
+
+
+def _covariance(value: ArrayLike, name: str) -> NDArray[np.float64]:
+    matrix = np.asarray(value, dtype=float)
+    if matrix.shape == (3,):
+        matrix = np.diag(matrix)
+    if matrix.shape != (3, 3):
+        raise ValueError(f"{name} must be 3x3 or a 3-vector of variances, got {matrix.shape}")
+    return matrix
+
+
+class ErrorStateFilter:
+    """Base class; see the module docstring. Times are seconds on any monotonic clock."""
+
+    def __init__(self, config: FilterConfig | None = None) -> None:
+        self.config = config or FilterConfig()
+        self.counters = Counters()
+        self.time = math.nan
+        self.covariance = np.zeros((STATE_DIM, STATE_DIM))
+        self.gyro_bias: Vector3 = (0.0, 0.0, 0.0)
+        self.accel_bias: Vector3 = (0.0, 0.0, 0.0)
+        self.last_omega: Vector3 = (0.0, 0.0, 0.0)  # bias-corrected body rate, rad/s
+        self.last_nis = math.nan
+        self._initialized = False
+        self._diverged = False
+        self._consecutive_rejections = 0
+        self._last_accepted_gnss = math.nan
+        self._pending: list[GnssMeasurement] = []
+        self._updates: list[GnssUpdateResult] = []
+        # Delayed-fix history: raw IMU samples, state snapshots, applied fixes (outcome).
+        self._imu_history: deque[tuple[float, Vector3, Vector3]] = deque()
+        self._snapshots: deque[dict[str, Any]] = deque()
+        self._applied: deque[tuple[GnssMeasurement, bool]] = deque()
+        self._replaying = False
+        self._sample_index = 0
+        self._lever = tuple(float(c) for c in self.config.lever_arm)
+        self._gate = {dof: self._threshold(dof) for dof in (3, 6)}
+        densities = np.diag(self.config.continuous_noise())
+        self._q_error = np.zeros(STATE_DIM)  # diagonal of B Q_c B^T (both filters: isotropic)
+        self._q_error[ATT] = densities[0:3]
+        self._q_error[VEL] = densities[3:6]
+        self._q_error[BG] = densities[6:9]
+        self._q_error[BA] = densities[9:12]
+        self._eye = np.eye(STATE_DIM)
+        self._F = np.zeros((STATE_DIM, STATE_DIM))
+        self._reset_accumulator()
+
+    # ----- subclass interface -------------------------------------------------------------
+    _NOMINAL_FIELDS: tuple[str, ...] = ()  # attributes holding the (immutable) nominal state
+    _SNAPSHOT_FIELDS = ("time", "gyro_bias", "accel_bias", "last_omega", "last_nis",
+                        "_diverged", "_consecutive_rejections", "_last_accepted_gnss",
+                        "_acc_time", "_acc_count")
+
+    def _set_nominal(self, q: NDArray, v: NDArray, p: NDArray) -> None:
+        raise NotImplementedError
+
+    def nominal(self) -> tuple[NDArray, NDArray, NDArray]:
+        """(q body->ECEF scalar-last, ECEF velocity m/s, ECEF position m) as arrays."""
+        raise NotImplementedError
+
+    def _step(self, omega: Vector3, force: Vector3, dt: float) -> None:
+        raise NotImplementedError
+
+    def _fill_error_dynamics(self, F: NDArray, omega: Vector3, force: Vector3) -> None:
+        """Write F (15x15) for mean bias-corrected rate (rad/s) and force (m/s^2)."""
+        raise NotImplementedError
+
+    def _gnss_model(self) -> tuple[NDArray, NDArray, NDArray]:
+        """Predicted antenna position, velocity and H (6x15), rows position then velocity."""
+        raise NotImplementedError
+
+    def _inject(self, dx: Sequence[float]) -> None:
+        """Apply the navigation part (9 floats) of an estimated error to the nominal state."""
+        raise NotImplementedError
+
+    def error_from_truth(self, q: ArrayLike, v: ArrayLike, p: ArrayLike,
+                         gyro_bias: ArrayLike, accel_bias: ArrayLike) -> NDArray:
+        """This filter's 15-dof error of the estimate relative to a true state."""
+        raise NotImplementedError
+
+    def conventional_jacobian(self) -> NDArray:
+        """J with [phi^b, v_hat - v, p_hat - p, db_g, db_a] = J dx (J orthogonal)."""
+        raise NotImplementedError
+
+    # ----- public API ---------------------------------------------------------------------
+    def initialize(self, time: float, attitude: ArrayLike, velocity: ArrayLike,
+                   position: ArrayLike, covariance: ArrayLike,
+                   gyro_bias: ArrayLike = (0, 0, 0), accel_bias: ArrayLike = (0, 0, 0)) -> None:
+        """Start at ``time`` s with q body->ECEF, ECEF velocity (m/s) and position (m).
+
+        ``covariance`` is 15x15 in this filter's error convention, or a 15-vector of
+        standard deviations (rad, m/s, m, rad/s, m/s^2) in body/ECEF-agnostic form.
+        Biases use the paper's sign: truth = reading + bias.
+        """
+        values = {
+            "time": np.array([time], dtype=float),
+            "attitude": _vector(attitude, "attitude", 4),
+            "velocity": _vector(velocity, "velocity"),
+            "position": _vector(position, "position"),
+            "gyro_bias": _vector(gyro_bias, "gyro_bias"),
+            "accel_bias": _vector(accel_bias, "accel_bias"),
+        }
+        for name, value in values.items():
+            if not np.all(np.isfinite(value)):
+                raise ValueError(f"{name} must be finite, got {value}")
+        cov = np.asarray(covariance, dtype=float)
+        if cov.shape == (STATE_DIM,):
+            cov = np.diag(np.square(cov))
+        if cov.shape != (STATE_DIM, STATE_DIM) or not np.all(np.isfinite(cov)):
+            raise ValueError(f"covariance must be finite 15x15 or 15 sigmas, got {cov.shape}")
+        if np.any(np.linalg.eigvalsh(0.5 * (cov + cov.T)) <= 0.0):
+            raise ValueError("covariance must be symmetric positive definite")
+        q = values["attitude"] / np.linalg.norm(values["attitude"])
+        self._set_nominal(q, values["velocity"], values["position"])
+        self.gyro_bias = tuple(float(c) for c in values["gyro_bias"])
+        self.accel_bias = tuple(float(c) for c in values["accel_bias"])
+        self.covariance = 0.5 * (cov + cov.T)
+        self.time = float(time)
+        self._last_accepted_gnss = float(time)
+        self._initialized = True
+        self._diverged = False
+        self._consecutive_rejections = 0
+        self._pending.clear()
+        self._imu_history.clear()
+        self._snapshots.clear()
+        self._applied.clear()
+        self._reset_accumulator()
+
+    @property
+    def initialized(self) -> bool:
+        return self._initialized
+
+    @property
+    def status(self) -> FilterStatus:
+        if not self._initialized:
+            return FilterStatus.UNINITIALIZED
+        if self._diverged:
+            return FilterStatus.DIVERGED
+        if self.time - self._last_accepted_gnss > self.config.outage_timeout:
+            return FilterStatus.OUTAGE
+        return FilterStatus.NOMINAL
+
+    def process_imu(self, time: float, gyro: ArrayLike, accel: ArrayLike) -> bool:
+        """Integrate one IMU sample: body rate (rad/s) and specific force (m/s^2) at ``time``.
+
+        The sample stands for the interval since the previous sample. Queued GNSS
+        measurements stamped inside the interval are applied at their own stamps.
+        Returns False (and counts why) when the sample is rejected.
+        """
+        gx, gy, gz = (float(c) for c in gyro)
+        ax, ay, az = (float(c) for c in accel)
+        t = float(time)
+        if not (math.isfinite(t) and math.isfinite(gx + gy + gz) and math.isfinite(ax + ay + az)):
+            self.counters.imu_nonfinite += 1
+            return False
+        if not self._initialized:
+            return False
+        dt = t - self.time
+        if dt <= 0.0:
+            if dt == 0.0:
+                self.counters.imu_duplicate += 1
+            else:
+                self.counters.imu_out_of_order += 1
+            return False
+        if self.config.history_length > 0.0:
+            self._remember(t, (gx, gy, gz), (ax, ay, az))
+        if not self._replaying:  # a replayed sample was counted the first time
+            self.counters.imu_accepted += 1
+        if dt > self.config.max_imu_interval:
+            if not self._replaying:
+                self.counters.imu_gap += 1
+            self._apply_due_gnss_without_propagation(t)
+            self.time = t
+            return True
+        pending = self._pending
+        while True:
+            bg, ba = self.gyro_bias, self.accel_bias  # re-read: an update changes them
+            omega = (gx + bg[0], gy + bg[1], gz + bg[2])
+            force = (ax + ba[0], ay + ba[1], az + ba[2])
+            self.last_omega = omega
+            if not (pending and pending[0].time <= t):
+                break
+            measurement = pending.pop(0)
+            self._propagate(omega, force, measurement.time - self.time)
+            self._update(measurement)
+        self._propagate(omega, force, t - self.time)
+        return True
+
+    def process_gnss(self, time: float, position: ArrayLike, position_covariance: ArrayLike,
+                     velocity: ArrayLike | None = None,
+                     velocity_covariance: ArrayLike | None = None) -> bool:
+        """Queue (or apply, if stamped at the filter time) one GNSS antenna fix.
+
+        position: ECEF m; velocity: ECEF m/s or None; covariances: 3x3 (m^2, m^2/s^2) or
+        3-vectors of variances. A fix older than the filter time but inside
+        ``history_length`` is applied at its stamp by rewinding and re-running the stored
+        IMU samples (fixes applied since are re-applied and reported again by
+        ``drain_updates``). Older, duplicate and non-finite fixes are rejected and counted;
+        returns False then.
+        """
+        p = _vector(position, "position")
+        rp = _covariance(position_covariance, "position_covariance")
+        v = rv = None
+        if velocity is not None:
+            v = _vector(velocity, "velocity")
+            if velocity_covariance is None:
+                raise ValueError("velocity_covariance is required with velocity")
+            rv = _covariance(velocity_covariance, "velocity_covariance")
+        arrays = [np.array([time], dtype=float), p, rp] + ([v, rv] if v is not None else [])
+        if not all(np.all(np.isfinite(a)) for a in arrays) or np.any(np.diag(rp) <= 0.0) or (
+            rv is not None and np.any(np.diag(rv) <= 0.0)
+        ):
+            self.counters.gnss_nonfinite += 1
+            return False
+        if not self._initialized:
+            return False
+        t = float(time)
+        stamps = [m.time for m in self._pending]
+        if t in stamps or any(m.time == t for m, _ in self._applied):
+            self.counters.gnss_duplicate += 1
+            return False
+        measurement = GnssMeasurement(t, p, rp, v, rv)
+        if t < self.time:
+            if not (self._snapshots and self._snapshots[0]["time"] <= t):
+                self.counters.gnss_late += 1
+                return False
+            self._rewind_and_apply(measurement)
+            return True
+        if t == self.time:
+            self._update(measurement)
+            return True
+        if len(self._pending) >= MAX_PENDING_GNSS:
+            self.counters.gnss_overflow += 1
+            return False
+        self._pending.insert(bisect.bisect(stamps, t), measurement)
+        return True
+
+    def drain_updates(self) -> list[GnssUpdateResult]:
+        """GNSS update results since the last call (accepted and gated)."""
+        updates, self._updates = self._updates, []
+        return updates
+
+    def flush(self) -> None:
+        """Propagate the covariance over any IMU samples not yet folded into it."""
+        T = self._acc_time
+        if T <= 0.0:
+            return
+        w, f = self._acc_w, self._acc_f
+        F = self._F
+        self._fill_error_dynamics(F, (w[0] / T, w[1] / T, w[2] / T),
+                                  (f[0] / T, f[1] / T, f[2] / T))
+        A = F * T
+        phi = A @ A
+        phi *= 0.5
+        phi += A
+        phi += self._eye
+        q = self._q_error * T
+        # Q_d = Q T + (F Q + Q F^T) T^2 / 2: keeps the velocity-position noise coupling.
+        fq = A * q
+        fq *= 0.5
+        P = phi @ self.covariance @ phi.T
+        P += fq
+        P += fq.T
+        P += np.diag(q)
+        self.covariance = P
+        self._reset_accumulator()
+        self._check_covariance()
+
+    def conventional_covariance(self) -> NDArray:
+        """Covariance of [phi^b, v_hat - v (ECEF), p_hat - p (ECEF), db_g, db_a]."""
+        J = self.conventional_jacobian()
+        return J @ self.covariance @ J.T
+
+    # ----- internals ----------------------------------------------------------------------
+    def _threshold(self, dof: int) -> float:
+        probability = self.config.gate_probability
+        return math.inf if probability == 0.0 else float(chi2.ppf(probability, dof))
+
+    def _reset_accumulator(self) -> None:
+        self._acc_time = 0.0
+        self._acc_count = 0
+        self._acc_w = [0.0, 0.0, 0.0]
+        self._acc_f = [0.0, 0.0, 0.0]
+
+    def _propagate(self, omega: Vector3, force: Vector3, dt: float) -> None:
+        if dt <= 0.0:
+            return
+        self._step(omega, force, dt)
+        self.time += dt
+        w, f = self._acc_w, self._acc_f
+        w[0] += omega[0] * dt
+        w[1] += omega[1] * dt
+        w[2] += omega[2] * dt
+        f[0] += force[0] * dt
+        f[1] += force[1] * dt
+        f[2] += force[2] * dt
+        self._acc_time += dt
+        self._acc_count += 1
+        if self._acc_count >= self.config.covariance_decimation:
+            self.flush()
+
+    def _apply_due_gnss_without_propagation(self, t: float) -> None:
+        """After an IMU gap the state is held; fixes stamped inside the gap are dropped."""
+        self.flush()
+        while self._pending and self._pending[0].time <= t:
+            self._pending.pop(0)
+            self.counters.gnss_late += 1
+
+    def _update(self, m: GnssMeasurement) -> None:
+        self.flush()
+        pred_p, pred_v, H_full = self._gnss_model()
+        if m.velocity is None:
+            z = pred_p - m.position
+            H = H_full[:3]
+            R = m.position_covariance
+        else:
+            z = np.concatenate([pred_p - m.position, pred_v - m.velocity])
+            H = H_full
+            R = np.zeros((6, 6))
+            R[:3, :3] = m.position_covariance
+            R[3:, 3:] = m.velocity_covariance
+        P = self.covariance
+        PHt = P @ H.T
+        S = H @ PHt + R
+        S_inv = np.linalg.inv(S)
+        nis = float(z @ S_inv @ z)
+        dof = z.size
+        self.last_nis = nis
+        accepted = nis <= self._gate[dof]
+        self._updates.append(GnssUpdateResult(m.time, z, nis, dof, accepted))
+        if self.config.history_length > 0.0:
+            self._applied.append((m, bool(accepted)))
+        if not accepted:
+            self.counters.gnss_gated += 1
+            self._consecutive_rejections += 1
+            if self._consecutive_rejections >= self.config.max_consecutive_rejections:
+                self._diverged = True
+                if self.config.reset_on_divergence:
+                    self._reset_to_gnss(m)
+            return
+        if self.config.reset_on_divergence:
+            self._diverged = False
+        self.counters.gnss_accepted += 1
+        self._consecutive_rejections = 0
+        self._last_accepted_gnss = m.time
+        K = PHt @ S_inv
+        dx = K @ z
+        IKH = self._eye - K @ H
+        P = IKH @ P @ IKH.T + K @ R @ K.T
+        self.covariance = 0.5 * (P + P.T)
+        dx = dx.tolist()  # plain floats: numpy scalars would slow the scalar hot path 3x
+        self._inject(dx[NAV])
+        bg, ba = self.gyro_bias, self.accel_bias
+        self.gyro_bias = (bg[0] - dx[9], bg[1] - dx[10], bg[2] - dx[11])
+        self.accel_bias = (ba[0] - dx[12], ba[1] - dx[13], ba[2] - dx[14])
+        self._check_covariance()
+
+    def _snapshot(self) -> dict[str, Any]:
+        names = self._SNAPSHOT_FIELDS + self._NOMINAL_FIELDS
+        state = {name: getattr(self, name) for name in names}
+        state.update(covariance=self.covariance.copy(), _acc_w=list(self._acc_w),
+                     _acc_f=list(self._acc_f))
+        return state
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        # The snapshot stays in the history: give the filter its own mutable copies.
+        self.covariance = state["covariance"].copy()
+        self._acc_w, self._acc_f = list(state["_acc_w"]), list(state["_acc_f"])
+
+    def _remember(self, t: float, gyro: Vector3, accel: Vector3) -> None:
+        """Snapshot the state before every ``covariance_decimation``-th sample, keep the
+        sample, and forget what is older than ``history_length``."""
+        if self._sample_index % self.config.covariance_decimation == 0:
+            self._snapshots.append(self._snapshot())
+        self._sample_index += 1
+        if not self._replaying:
+            self._imu_history.append((t, gyro, accel))
+        horizon = t - self.config.history_length
+        snapshots = self._snapshots
+        while len(snapshots) > 1 and snapshots[1]["time"] <= horizon:
+            snapshots.popleft()
+        oldest = snapshots[0]["time"]
+        while self._imu_history and self._imu_history[0][0] <= oldest:
+            self._imu_history.popleft()
+        while self._applied and self._applied[0][0].time < oldest:
+            self._applied.popleft()
+
+    def _rewind_and_apply(self, measurement: GnssMeasurement) -> None:
+        """Go back to the last snapshot before a delayed fix, then re-run the stored IMU
+        samples with the fix (and the fixes applied since) at their own stamps."""
+        while len(self._snapshots) > 1 and self._snapshots[-1]["time"] > measurement.time:
+            self._snapshots.pop()
+        snapshot = self._snapshots.pop()  # re-taken by the first replayed sample
+        start = snapshot["time"]
+        samples = [record for record in self._imu_history if record[0] > start]
+        requeue = [m for m, _ in self._applied if m.time > start]
+        for _, accepted in [item for item in self._applied if item[0].time > start]:
+            if accepted:  # counted again when re-applied
+                self.counters.gnss_accepted -= 1
+            else:
+                self.counters.gnss_gated -= 1
+        self._applied = deque(item for item in self._applied if item[0].time <= start)
+        self._restore(snapshot)
+        self._sample_index = 0
+        self._pending = sorted([*self._pending, *requeue, measurement], key=lambda m: m.time)
+        self._replaying = True
+        try:
+            for t, gyro, accel in samples:
+                self.process_imu(t, gyro, accel)
+        finally:
+            self._replaying = False
+        self.counters.gnss_delayed += 1
+
+    def _reset_to_gnss(self, m: GnssMeasurement) -> None:
+        """Move position (and velocity) to the fix, keep attitude; their covariance becomes
+        the fix's, uncorrelated with the rest."""
+        q, v, _ = self.nominal()
+        C = quaternion.to_matrix(q)
+        lever = np.array(self._lever)
+        omega_eb = np.array(self.last_omega) - C.T @ OMEGA_ECEF
+        J = self.conventional_jacobian()
+        P = J @ self.covariance @ J.T
+        P[NAV.start + 3:NAV.stop, :] = 0.0
+        P[:, NAV.start + 3:NAV.stop] = 0.0
+        P[POS, POS] = m.position_covariance
+        if m.velocity is not None:
+            v = m.velocity - C @ np.cross(omega_eb, lever)
+            P[VEL, VEL] = m.velocity_covariance
+        else:
+            P[VEL, VEL] = np.eye(3)  # 1 m/s: unknown after a divergence
+        self._set_nominal(q, v, m.position - C @ lever)
+        self.covariance = J.T @ P @ J
+        self._consecutive_rejections = 0
+        self.counters.gnss_resets += 1
+
+    def _check_covariance(self) -> None:
+        diagonal = self.covariance.diagonal()
+        lowest = float(diagonal.min())
+        position_variance = float(diagonal[POS].max())
+        healthy = lowest >= 0.0 and math.isfinite(float(diagonal.sum()))
+        if not healthy or position_variance > self.config.divergence_position_sigma**2:
+            self._diverged = True

@@ -1,0 +1,169 @@
+"""The trident-quaternion left-error EKF (paper sections III-IV with the notes' corrections).
+
+Error state dx_L = [dsigma, dsigma', dsigma'', db_g, db_a]: body-frame attitude error
+(q = q_hat exp(dsigma/2)), body-frame velocity and position errors truth - estimate
+(dsigma' = C_hat^T (v - v_hat)), and bias errors estimate - truth.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from mav_geometry import quaternion
+from mav_geometry.nilpotent import TRIDENT
+from mav_geometry.scalar import (
+    Vector3,
+    exp_with_jacobian,
+    multiply,
+    pure_multiply,
+    rotate,
+    to_matrix,
+    unpack_translation,
+)
+from trident_ekf.core.config import FilterConfig
+from trident_ekf.core.earth import EARTH_RATE, GM, OMEGA_ECEF
+from trident_ekf.core.filter import (
+    ATT,
+    BA,
+    BG,
+    POS,
+    VEL,
+    ErrorStateFilter,
+    block_flat_indices,
+    skew_flat_indices,
+    skew_flat_values,
+)
+from trident_ekf.core.mechanization import Trident, TridentIntegrator, normalize_trident
+
+
+def skew(a: ArrayLike) -> NDArray[np.float64]:
+    """[a x]: skew(a) @ b == cross(a, b)."""
+    x, y, z = a
+    return np.array(((0.0, -z, y), (z, 0.0, -x), (-y, x, 0.0)))
+
+
+class TridentEKF(ErrorStateFilter):
+    """15-state EKF whose nominal state is one unit trident quaternion (12 floats)."""
+
+    _NOMINAL_FIELDS = ("_x",)
+
+    def __init__(self, config: FilterConfig | None = None) -> None:
+        super().__init__(config)
+        self._integrator = TridentIntegrator()
+        self._x: Trident = tuple(TRIDENT.identity())
+        # Constant blocks of F_L: -I on the bias errors, I from velocity to position.
+        self._F[ATT, BG] = -np.eye(3)
+        self._F[VEL, BA] = -np.eye(3)
+        self._F[POS, VEL] = np.eye(3)
+        self._fill_index = np.array(
+            skew_flat_indices(0, 0) + skew_flat_indices(3, 0) + skew_flat_indices(3, 3)
+            + skew_flat_indices(6, 6) + block_flat_indices(3, 6)
+        )
+
+    @property
+    def trident(self) -> NDArray[np.float64]:
+        """The unit trident quaternion [P, D1, D2] (12 floats, scalar-last parts)."""
+        return np.array(self._x)
+
+    def _set_nominal(self, q: NDArray, v: NDArray, p: NDArray) -> None:
+        self._x = tuple(float(c) for c in TRIDENT.pack(q, v, p))
+
+    def nominal(self) -> tuple[NDArray, NDArray, NDArray]:
+        """Unpack (17): q = P, v = 2 vec(D1 P*), p = 2 vec(D2 P*)."""
+        x = self._x
+        P = (x[0], x[1], x[2], x[3])
+        v = unpack_translation((x[4], x[5], x[6], x[7]), P)
+        p = unpack_translation((x[8], x[9], x[10], x[11]), P)
+        return np.array(P), np.array(v), np.array(p)
+
+    def _step(self, omega: Vector3, force: Vector3, dt: float) -> None:
+        self._x = self._integrator.step(self._x, omega, force, dt)
+
+    def _fill_error_dynamics(self, F: NDArray, omega: Vector3, force: Vector3) -> None:
+        """Corrected F_L (notes 5.3): block (2,1) -[f x], block (2,3) C^T Gamma C.
+
+        Written entry by entry through flat indices (one numpy call): 15x15 blocks
+        assigned one by one cost more than the arithmetic.
+        """
+        x = self._x
+        P = (x[0], x[1], x[2], x[3])
+        C = to_matrix(P)
+        w0, w1, w2 = omega
+        e0, e1, e2 = (c * EARTH_RATE for c in C[2])  # C^T Omega, Omega along ECEF z
+        # C^T Gamma C = (k + W^2) I - 3k u u^T - W^2 e e^T in body axes (u: unit position).
+        px, py, pz = unpack_translation((x[8], x[9], x[10], x[11]), P)
+        r2 = px * px + py * py + pz * pz
+        k = -GM / (r2 * math.sqrt(r2))
+        scale = 1.0 / math.sqrt(r2)
+        u = rotate((-P[0], -P[1], -P[2], P[3]), (px * scale, py * scale, pz * scale))
+        c = C[2]
+        w2e = EARTH_RATE * EARTH_RATE
+        gradient = [(k + w2e) * (i == j) - 3.0 * k * u[i] * u[j] - w2e * c[i] * c[j]
+                    for i in range(3) for j in range(3)]
+        F.flat[self._fill_index] = [
+            *skew_flat_values(-w0, -w1, -w2),
+            *skew_flat_values(-force[0], -force[1], -force[2]),
+            *skew_flat_values(-w0 - e0, -w1 - e1, -w2 - e2),
+            *skew_flat_values(e0 - w0, e1 - w1, e2 - w2),
+            *gradient,
+        ]
+
+    def _gnss_model(self) -> tuple[NDArray, NDArray, NDArray]:
+        """Antenna prediction and H_L with lever arm (notes 5.5, 5.8)."""
+        q, v, p = self.nominal()
+        C = quaternion.to_matrix(q)
+        lever = np.array(self._lever)
+        omega_eb = np.array(self.last_omega) - C.T @ OMEGA_ECEF
+        lever_skew = skew(lever)
+        H = np.zeros((6, 15))
+        H[0:3, ATT] = C @ lever_skew
+        H[0:3, POS] = -C
+        H[3:6, ATT] = C @ skew(np.cross(omega_eb, lever)) - C @ lever_skew @ skew(C.T @ OMEGA_ECEF)
+        H[3:6, VEL] = -C
+        H[3:6, BG] = -C @ lever_skew
+        return p + C @ lever, v + C @ np.cross(omega_eb, lever), H
+
+    def _inject(self, dx: Sequence[float]) -> None:
+        """x <- x make(exp(dsigma/2), dsigma', dsigma''): right multiplication (notes 5.7)."""
+        dx = [float(c) for c in dx]
+        theta = (dx[0], dx[1], dx[2])
+        dq, _, _ = exp_with_jacobian(theta)
+        d1 = pure_multiply((0.5 * dx[3], 0.5 * dx[4], 0.5 * dx[5]), dq)
+        d2 = pure_multiply((0.5 * dx[6], 0.5 * dx[7], 0.5 * dx[8]), dq)
+        x = self._x
+        P = (x[0], x[1], x[2], x[3])
+        a1, b1 = multiply(P, d1), multiply(x[4:8], dq)
+        a2, b2 = multiply(P, d2), multiply(x[8:12], dq)
+        self._x = normalize_trident(
+            multiply(P, dq),
+            tuple(a + b for a, b in zip(a1, b1, strict=True)),
+            tuple(a + b for a, b in zip(a2, b2, strict=True)),
+        )
+
+    def error_from_truth(self, q: ArrayLike, v: ArrayLike, p: ArrayLike,
+                         gyro_bias: ArrayLike, accel_bias: ArrayLike) -> NDArray:
+        """dx_L of this estimate relative to the truth (q, v, p, b_g, b_a)."""
+        q_hat, v_hat, p_hat = self.nominal()
+        C = quaternion.to_matrix(q_hat)
+        attitude = quaternion.to_rotation_vector(
+            quaternion.multiply(quaternion.conjugate(q_hat), np.asarray(q, dtype=float))
+        )
+        return np.concatenate([
+            attitude,
+            C.T @ (np.asarray(v, dtype=float) - v_hat),
+            C.T @ (np.asarray(p, dtype=float) - p_hat),
+            np.array(self.gyro_bias) - np.asarray(gyro_bias, dtype=float),
+            np.array(self.accel_bias) - np.asarray(accel_bias, dtype=float),
+        ])
+
+    def conventional_jacobian(self) -> NDArray:
+        """Corrected J_L^T of notes 5.6 in this filter's ordering: blkdiag(I, -C, -C, I, I)."""
+        C = quaternion.to_matrix(self.nominal()[0])
+        J = np.eye(15)
+        J[VEL, VEL] = -C
+        J[POS, POS] = -C
+        return J

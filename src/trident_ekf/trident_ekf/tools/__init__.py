@@ -1,0 +1,1 @@
+"""Command-line tools: ``trident-import`` (flight log to rosbag2 MCAP) and ``trident-replay``."""

@@ -1,0 +1,148 @@
+"""rosbag2 (MCAP) reading and writing with rosbags: the standard messages the tools use."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+from rosbags.rosbag2 import Reader, StoragePlugin, Writer
+from rosbags.typesys import Stores, get_typestore
+
+TYPESTORE = get_typestore(Stores.ROS2_JAZZY)
+IMU = "sensor_msgs/msg/Imu"
+NAVSATFIX = "sensor_msgs/msg/NavSatFix"
+TWIST = "geometry_msgs/msg/TwistWithCovarianceStamped"
+ODOMETRY = "nav_msgs/msg/Odometry"
+VECTOR = "geometry_msgs/msg/Vector3Stamped"
+DIAGNOSTICS = "diagnostic_msgs/msg/DiagnosticArray"
+
+_T = TYPESTORE.types
+
+
+def _header(stamp_ns: int, frame_id: str) -> Any:
+    return _T["std_msgs/msg/Header"](
+        stamp=_T["builtin_interfaces/msg/Time"](sec=int(stamp_ns // 10**9),
+                                                nanosec=int(stamp_ns % 10**9)),
+        frame_id=frame_id)
+
+
+def _vector(v: ArrayLike) -> Any:
+    x, y, z = (float(c) for c in v)
+    return _T["geometry_msgs/msg/Vector3"](x=x, y=y, z=z)
+
+
+def stamp_ns(message: Any) -> int:
+    """Header stamp of a message in ns."""
+    return int(message.header.stamp.sec) * 10**9 + int(message.header.stamp.nanosec)
+
+
+def imu_message(stamp: int, gyro: ArrayLike, accel: ArrayLike, frame_id: str = "imu_link") -> Any:
+    """sensor_msgs/Imu: rate rad/s and specific force m/s^2 (FLU); orientation absent (-1)."""
+    no_orientation = np.zeros(9)
+    no_orientation[0] = -1.0
+    return _T[IMU](header=_header(stamp, frame_id),
+                   orientation=_T["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0),
+                   orientation_covariance=no_orientation, angular_velocity=_vector(gyro),
+                   angular_velocity_covariance=np.zeros(9),
+                   linear_acceleration=_vector(accel),
+                   linear_acceleration_covariance=np.zeros(9))
+
+
+def navsatfix_message(stamp: int, latitude: float, longitude: float, altitude: float,
+                      covariance_enu: ArrayLike, frame_id: str = "gnss_link") -> Any:
+    """NavSatFix: degrees, ellipsoidal altitude m, ENU covariance m^2 (type DIAGONAL_KNOWN)."""
+    status = _T["sensor_msgs/msg/NavSatStatus"](status=0, service=1)
+    return _T[NAVSATFIX](header=_header(stamp, frame_id), status=status,
+                         latitude=float(latitude), longitude=float(longitude),
+                         altitude=float(altitude),
+                         position_covariance=np.asarray(covariance_enu, dtype=float).reshape(9),
+                         position_covariance_type=2)
+
+
+def twist_message(stamp: int, velocity_enu: ArrayLike, covariance_enu: ArrayLike,
+                  frame_id: str = "gnss_link") -> Any:
+    """TwistWithCovarianceStamped: ENU velocity m/s, linear covariance 3x3 m^2/s^2."""
+    covariance = np.zeros((6, 6))
+    covariance[:3, :3] = np.asarray(covariance_enu, dtype=float)
+    covariance[3:, 3:] = -np.eye(3)  # angular part unknown
+    twist = _T["geometry_msgs/msg/Twist"](linear=_vector(velocity_enu), angular=_vector((0, 0, 0)))
+    return _T[TWIST](header=_header(stamp, frame_id),
+                     twist=_T["geometry_msgs/msg/TwistWithCovariance"](
+                         twist=twist, covariance=covariance.reshape(36)))
+
+
+def odometry_message(stamp: int, position: ArrayLike, q_xyzw: ArrayLike,
+                     pose_covariance: ArrayLike, linear_body: ArrayLike, angular_body: ArrayLike,
+                     twist_covariance: ArrayLike, frame_id: str = "map",
+                     child_frame_id: str = "base_link") -> Any:
+    """nav_msgs/Odometry: pose in ``frame_id``, twist in the child (body) frame, 6x6 covariances
+    ordered (x, y, z, rot x, rot y, rot z)."""
+    x, y, z, w = (float(c) for c in q_xyzw)
+    pose = _T["geometry_msgs/msg/Pose"](
+        position=_T["geometry_msgs/msg/Point"](**dict(zip("xyz", map(float, position),
+                                                          strict=True))),
+        orientation=_T["geometry_msgs/msg/Quaternion"](x=x, y=y, z=z, w=w))
+    twist = _T["geometry_msgs/msg/Twist"](linear=_vector(linear_body),
+                                          angular=_vector(angular_body))
+    return _T[ODOMETRY](
+        header=_header(stamp, frame_id), child_frame_id=child_frame_id,
+        pose=_T["geometry_msgs/msg/PoseWithCovariance"](
+            pose=pose, covariance=np.asarray(pose_covariance, dtype=float).reshape(36)),
+        twist=_T["geometry_msgs/msg/TwistWithCovariance"](
+            twist=twist, covariance=np.asarray(twist_covariance, dtype=float).reshape(36)))
+
+
+def vector_message(stamp: int, vector: ArrayLike, frame_id: str = "base_link") -> Any:
+    return _T[VECTOR](header=_header(stamp, frame_id), vector=_vector(vector))
+
+
+def diagnostics_message(stamp: int, name: str, level: int, message: str,
+                        values: dict[str, str]) -> Any:
+    """DiagnosticArray with one status (level 0 OK, 1 WARN, 2 ERROR) and key/values."""
+    status = _T["diagnostic_msgs/msg/DiagnosticStatus"](
+        level=level, name=name, message=message, hardware_id="trident_ekf",
+        values=[_T["diagnostic_msgs/msg/KeyValue"](key=k, value=v) for k, v in values.items()])
+    return _T[DIAGNOSTICS](header=_header(stamp, ""), status=[status])
+
+
+class BagWriter:
+    """rosbag2 MCAP writer that registers a topic on its first message."""
+
+    def __init__(self, path: Path) -> None:
+        if path.exists():
+            raise ValueError(f"output bag {path} already exists; choose another --output")
+        self._writer = Writer(path, version=8, storage_plugin=StoragePlugin.MCAP)
+        self._connections: dict[str, Any] = {}
+
+    def __enter__(self) -> BagWriter:
+        self._writer.open()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self._writer.close()
+
+    def write(self, topic: str, msgtype: str, stamp: int, message: Any) -> None:
+        connection = self._connections.get(topic)
+        if connection is None:
+            connection = self._writer.add_connection(topic, msgtype, typestore=TYPESTORE)
+            self._connections[topic] = connection
+        self._writer.write(connection, stamp, TYPESTORE.serialize_cdr(message, msgtype))
+
+
+def read_messages(path: Path, topics: Sequence[str]) -> Iterator[tuple[str, int, Any]]:
+    """(topic, bag time ns, message) for the given topics, in bag-time order, streaming."""
+    with Reader(path) as reader:
+        connections = [c for c in reader.connections if c.topic in topics]
+        for connection, timestamp, raw in reader.messages(connections=connections):
+            yield connection.topic, timestamp, TYPESTORE.deserialize_cdr(raw, connection.msgtype)
+
+
+def topic_counts(path: Path) -> dict[str, int]:
+    """Message count per topic."""
+    with Reader(path) as reader:
+        return {c.topic: c.msgcount for c in reader.connections}
