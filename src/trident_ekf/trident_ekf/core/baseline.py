@@ -23,11 +23,11 @@ from trident_ekf.core.filter import (
     VEL,
     ErrorStateFilter,
     block_flat_indices,
+    skew,
     skew_flat_indices,
     skew_flat_values,
 )
 from trident_ekf.core.mechanization import ConventionalIntegrator
-from trident_ekf.core.trident import skew
 
 
 class BaselineESKF(ErrorStateFilter):
@@ -80,19 +80,8 @@ class BaselineESKF(ErrorStateFilter):
             *C[0], *C[1], *C[2],
         ]
 
-    def _gnss_model(self) -> tuple[NDArray, NDArray, NDArray]:
-        q, v, p = self.nominal()
-        C = quaternion.to_matrix(q)
-        lever = np.array(self._lever)
-        omega_eb = np.array(self.last_omega) - C.T @ OMEGA_ECEF
-        lever_skew = skew(lever)
-        H = np.zeros((6, 15))
-        H[0:3, ATT] = C @ lever_skew
-        H[0:3, POS] = np.eye(3)
-        H[3:6, ATT] = C @ skew(np.cross(omega_eb, lever)) - C @ lever_skew @ skew(C.T @ OMEGA_ECEF)
-        H[3:6, VEL] = np.eye(3)
-        H[3:6, BG] = -C @ lever_skew
-        return p + C @ lever, v + C @ np.cross(omega_eb, lever), H
+    def _navigation_error_block(self, rotation: NDArray) -> NDArray:
+        return np.eye(3)
 
     def _inject(self, dx: Sequence[float]) -> None:
         """q <- q exp(phi/2), v <- v - dv, p <- p - dp."""

@@ -92,6 +92,12 @@ class GnssUpdateResult:
     accepted: bool
 
 
+def skew(a: ArrayLike) -> NDArray[np.float64]:
+    """[a x]: skew(a) @ b == cross(a, b) (a plain 3x3 build; SO3.hat is batch-oriented)."""
+    x, y, z = a
+    return np.array(((0.0, -z, y), (z, 0.0, -x), (-y, x, 0.0)))
+
+
 def skew_flat_indices(row: int, col: int) -> list[int]:
     """Flat indices in a 15x15 matrix of the six off-diagonal entries of a 3x3 skew block."""
     return [(row + r) * STATE_DIM + col + c
@@ -180,9 +186,28 @@ class ErrorStateFilter:
         """Write F (15x15) for mean bias-corrected rate (rad/s) and force (m/s^2)."""
         raise NotImplementedError
 
-    def _gnss_model(self) -> tuple[NDArray, NDArray, NDArray]:
-        """Predicted antenna position, velocity and H (6x15), rows position then velocity."""
+    def _navigation_error_block(self, rotation: NDArray) -> NDArray:
+        """d(position)/d(position error) = d(velocity)/d(velocity error) in this convention."""
         raise NotImplementedError
+
+    def _gnss_model(self) -> tuple[NDArray, NDArray, NDArray]:
+        """Predicted antenna position, velocity and H (6x15), rows position then velocity.
+
+        Lever arm per notes 5.5 and 5.8; the filters differ only in how the position
+        and velocity errors enter (``_navigation_error_block``).
+        """
+        q, v, p = self.nominal()
+        C = quaternion.to_matrix(q)
+        lever = np.array(self._lever)
+        omega_eb = np.array(self.last_omega) - C.T @ OMEGA_ECEF
+        lever_skew = skew(lever)
+        H = np.zeros((6, 15))
+        H[0:3, ATT] = C @ lever_skew
+        H[0:3, POS] = self._navigation_error_block(C)
+        H[3:6, ATT] = C @ skew(np.cross(omega_eb, lever)) - C @ lever_skew @ skew(C.T @ OMEGA_ECEF)
+        H[3:6, VEL] = H[0:3, POS]
+        H[3:6, BG] = -C @ lever_skew
+        return p + C @ lever, v + C @ np.cross(omega_eb, lever), H
 
     def _inject(self, dx: Sequence[float]) -> None:
         """Apply the navigation part (9 floats) of an estimated error to the nominal state."""

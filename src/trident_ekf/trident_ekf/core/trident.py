@@ -25,7 +25,7 @@ from mav_geometry.scalar import (
     unpack_translation,
 )
 from trident_ekf.core.config import FilterConfig
-from trident_ekf.core.earth import EARTH_RATE, GM, OMEGA_ECEF
+from trident_ekf.core.earth import EARTH_RATE, GM
 from trident_ekf.core.filter import (
     ATT,
     BA,
@@ -38,12 +38,6 @@ from trident_ekf.core.filter import (
     skew_flat_values,
 )
 from trident_ekf.core.mechanization import Trident, TridentIntegrator, normalize_trident
-
-
-def skew(a: ArrayLike) -> NDArray[np.float64]:
-    """[a x]: skew(a) @ b == cross(a, b)."""
-    x, y, z = a
-    return np.array(((0.0, -z, y), (z, 0.0, -x), (-y, x, 0.0)))
 
 
 class TridentEKF(ErrorStateFilter):
@@ -112,20 +106,8 @@ class TridentEKF(ErrorStateFilter):
             *gradient,
         ]
 
-    def _gnss_model(self) -> tuple[NDArray, NDArray, NDArray]:
-        """Antenna prediction and H_L with lever arm (notes 5.5, 5.8)."""
-        q, v, p = self.nominal()
-        C = quaternion.to_matrix(q)
-        lever = np.array(self._lever)
-        omega_eb = np.array(self.last_omega) - C.T @ OMEGA_ECEF
-        lever_skew = skew(lever)
-        H = np.zeros((6, 15))
-        H[0:3, ATT] = C @ lever_skew
-        H[0:3, POS] = -C
-        H[3:6, ATT] = C @ skew(np.cross(omega_eb, lever)) - C @ lever_skew @ skew(C.T @ OMEGA_ECEF)
-        H[3:6, VEL] = -C
-        H[3:6, BG] = -C @ lever_skew
-        return p + C @ lever, v + C @ np.cross(omega_eb, lever), H
+    def _navigation_error_block(self, rotation: NDArray) -> NDArray:
+        return -rotation
 
     def _inject(self, dx: Sequence[float]) -> None:
         """x <- x make(exp(dsigma/2), dsigma', dsigma''): right multiplication (notes 5.7)."""
