@@ -1,9 +1,11 @@
-"""F and H of both filters against finite differences of the actual discrete propagation
-and measurement functions (notes T4): the corrected F_L passes, the printed one fails."""
+"""F and H (GNSS, magnetometer, barometer) of both filters against finite differences of the
+actual discrete propagation and measurement functions (notes T4): the corrected F_L passes,
+the printed one fails."""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from mav_geometry import quaternion
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
 from trident_ekf.core.earth import geodetic_to_ecef
 from trident_ekf.core.filter import ATT, VEL, ErrorStateFilter
+from trident_ekf.core.simulation import SensorModel
 
 RNG = np.random.default_rng(7)
 GYRO = np.array([0.3, -0.2, 0.5])  # raw readings, rad/s
@@ -21,7 +24,9 @@ FILTERS = [TridentEKF, BaselineESKF]
 
 
 def _estimate(cls: type[ErrorStateFilter]) -> ErrorStateFilter:
-    config = FilterConfig(covariance_decimation=1, lever_arm=(0.3, -0.2, 0.5))
+    config = FilterConfig(covariance_decimation=1, lever_arm=(0.3, -0.2, 0.5),
+                          magnetic_field_ned=SensorModel().magnetic_field_ned,
+                          barometer_height_offset=14.0)
     estimate = cls(config)
     q = quaternion.normalize(RNG.normal(size=4))
     estimate.initialize(0.0, q, [12.0, -5.0, 3.0], geodetic_to_ecef(-34.6, -58.4, 40.0),
@@ -96,22 +101,42 @@ def test_printed_sign_of_block_2_1_fails_the_same_check():
     assert _relative_mismatch(printed, transition) > 0.5
 
 
+def _numeric_measurement_jacobian(estimate: ErrorStateFilter,
+                                  predict: Callable[[ErrorStateFilter], np.ndarray],
+                                  eps: float = 1e-4) -> np.ndarray:
+    """d(h(estimate) - h(truth))/d(error) by central differences of the truth's h."""
+    columns = []
+    for i in range(15):
+        delta = np.zeros(15)
+        delta[i] = eps
+        plus = predict(_truth_with_error(estimate, delta))
+        minus = predict(_truth_with_error(estimate, -delta))
+        columns.append(-(plus - minus) / (2 * eps))
+    return np.array(columns).T
+
+
 @pytest.mark.parametrize("cls", FILTERS)
 def test_gnss_jacobian_with_lever_arm_matches_finite_differences(cls):
     estimate = _estimate(cls)
     predicted_p, predicted_v, H = estimate._gnss_model()
-    predicted = np.concatenate([predicted_p, predicted_v])
-    eps = 1e-4
-    numeric = np.zeros((6, 15))
-    for i in range(15):
-        delta = np.zeros(15)
-        delta[i] = eps
-        plus = np.concatenate(_truth_with_error(estimate, delta)._gnss_model()[:2])
-        minus = np.concatenate(_truth_with_error(estimate, -delta)._gnss_model()[:2])
-        # residual = estimate - truth measurement; central difference of -h(truth)
-        numeric[:, i] = -(plus - minus) / (2 * eps)
+    numeric = _numeric_measurement_jacobian(
+        estimate, lambda f: np.concatenate(f._gnss_model()[:2]))
     assert np.allclose(numeric, H, atol=5e-5)  # ECEF round-off / eps
-    assert np.all(np.isfinite(predicted))
+    assert np.all(np.isfinite(np.concatenate([predicted_p, predicted_v])))
+
+
+@pytest.mark.parametrize("cls", FILTERS)
+@pytest.mark.parametrize("model", ["_magnetometer_model", "_barometer_model"])
+def test_magnetometer_and_barometer_jacobians_match_finite_differences(cls, model):
+    """Notes 5.11 rows for the trident filter; for the baseline the same magnetometer row
+    (same attitude error) and the barometer row +u_up^T on p_hat - p."""
+    estimate = _estimate(cls)
+    _, H = getattr(estimate, model)()
+    numeric = _numeric_measurement_jacobian(
+        estimate, lambda f: np.atleast_1d(getattr(f, model)()[0]), eps=1e-3)
+    scale = np.abs(H).max()
+    assert scale > 0.0
+    assert np.allclose(numeric, H, rtol=0.0, atol=1e-5 * scale), np.abs(numeric - H).max()
 
 
 @pytest.mark.parametrize("cls", FILTERS)

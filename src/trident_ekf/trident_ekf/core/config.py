@@ -18,7 +18,8 @@ class FilterConfig:
     accel_bias_walk: accel bias random walk N_ba, m/s^2/sqrt(s).
     lever_arm: IMU to GNSS antenna, body axes, m.
     covariance_decimation: IMU samples per covariance propagation (1 = every sample).
-    gate_probability: chi-square probability of the NIS gate (3 or 6 dof; 0 disables it).
+    gate_probability: chi-square probability of the NIS gate (1, 3 or 6 dof; 0 disables it),
+        shared by GNSS, magnetometer and barometer updates.
     max_imu_interval: longest accepted IMU interval, s; longer gaps are counted and not
         integrated (the clock jumps).
     outage_timeout: time without an accepted GNSS update before the status reads OUTAGE, s.
@@ -28,6 +29,13 @@ class FilterConfig:
         (state snapshots and IMU samples are kept that long; 0 disables the history).
     reset_on_divergence: on that declaration, reset position and velocity to the fix (with
         the fix's covariance) instead of staying DIVERGED until re-initialized.
+    magnetic_field_ned: Earth magnetic flux density (north, east, down), T, at
+        ``magnetic_datum`` (e.g. from the WMM); held constant in ECEF. None: no magnetometer.
+    magnetic_datum: (latitude, longitude), deg, where ``magnetic_field_ned`` holds; None:
+        the geodetic position given to ``initialize``.
+    barometer_height_offset: ellipsoidal height minus the barometer's height reading, m
+        (0 for an ellipsoidal reading, the geoid undulation for an MSL one, the take-off
+        ellipsoidal height for a height above take-off). Constant: no baro bias is estimated.
     """
 
     gyro_noise: float = 1e-3
@@ -43,6 +51,9 @@ class FilterConfig:
     max_consecutive_rejections: int = 25
     reset_on_divergence: bool = True
     history_length: float = 1.0
+    magnetic_field_ned: tuple[float, float, float] | None = None
+    magnetic_datum: tuple[float, float] | None = None
+    barometer_height_offset: float = 0.0
 
     def __post_init__(self) -> None:
         positive = {
@@ -66,6 +77,19 @@ class FilterConfig:
             raise ValueError(
                 f"covariance_decimation must be an integer >= 1, got {self.covariance_decimation!r}"
             )
+        field = self.magnetic_field_ned
+        if field is not None and not (
+            len(field) == 3 and all(math.isfinite(c) for c in field) and any(field)
+        ):
+            raise ValueError(f"magnetic_field_ned must be 3 finite numbers (T), got {field!r}")
+        datum = self.magnetic_datum
+        if datum is not None and not (
+            len(datum) == 2 and -90.0 <= datum[0] <= 90.0 and math.isfinite(datum[1])
+        ):
+            raise ValueError(f"magnetic_datum must be (latitude, longitude) deg, got {datum!r}")
+        if not math.isfinite(self.barometer_height_offset):
+            raise ValueError(
+                f"barometer_height_offset must be finite (m), got {self.barometer_height_offset!r}")
         if not 0.0 <= self.gate_probability < 1.0:
             raise ValueError(f"gate_probability must be in [0, 1), got {self.gate_probability!r}")
         if self.max_consecutive_rejections < 1:

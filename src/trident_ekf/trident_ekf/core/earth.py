@@ -82,6 +82,12 @@ def enu_to_ecef_rotation(latitude_deg: float, longitude_deg: float) -> NDArray[n
     return np.array([[-so, -sl * co, cl * co], [co, -sl * so, cl * so], [0.0, cl, sl]])
 
 
+def ned_to_ecef(vector_ned: ArrayLike, latitude_deg: float, longitude_deg: float) -> NDArray:
+    """A north/east/down vector at a geodetic point, in ECEF axes (same units)."""
+    north, east, down = (float(c) for c in vector_ned)
+    return enu_to_ecef_rotation(latitude_deg, longitude_deg) @ np.array([east, north, -down])
+
+
 def geodetic_to_ecef(latitude_deg: float, longitude_deg: float, height_m: float) -> NDArray:
     """ECEF position (m) of a WGS-84 geodetic point (degrees, ellipsoidal height m)."""
     return np.array(pymap3d.geodetic2ecef(latitude_deg, longitude_deg, height_m))

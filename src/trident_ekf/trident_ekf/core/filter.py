@@ -1,12 +1,13 @@
-"""Shared error-state EKF machinery: time handling, input checks, covariance, GNSS update.
+"""Shared error-state EKF machinery: time handling, input checks, covariance, updates.
 
 Subclasses (the trident filter and the conventional baseline) supply the nominal
-state, its propagation, the error dynamics F, the GNSS Jacobian H and the
-injection of an estimated error. Everything else (sample bookkeeping, decimated
-covariance propagation, Joseph-form update with NIS gating, the bounded history
-that applies delayed GNSS fixes at their own stamps, counters and status) is
-common, so the two filters see identical inputs and differ only in their error
-parametrization.
+state, its propagation, the error dynamics F, how position and velocity errors enter
+a measurement (``_navigation_error_block``) and the injection of an estimated error.
+Everything else (sample bookkeeping, decimated covariance propagation, the GNSS,
+magnetometer and barometer models, one Joseph-form update with NIS gating for all
+three sensors, the bounded history that applies delayed measurements at their own
+stamps, counters and status) is common, so the two filters see identical inputs and
+differ only in their error parametrization.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -26,12 +27,17 @@ from scipy.stats import chi2
 from mav_geometry import quaternion
 from mav_geometry.scalar import Vector3
 from trident_ekf.core.config import FilterConfig
-from trident_ekf.core.earth import OMEGA_ECEF
+from trident_ekf.core.earth import (
+    OMEGA_ECEF,
+    ecef_to_geodetic,
+    enu_to_ecef_rotation,
+    ned_to_ecef,
+)
 
 STATE_DIM = 15
 NAV = slice(0, 9)
 ATT, VEL, POS, BG, BA = (slice(i, i + 3) for i in range(0, 15, 3))
-MAX_PENDING_GNSS = 64
+MAX_PENDING = 64  # measurements (all sensors) waiting for the IMU to reach their stamps
 
 
 class FilterStatus(Enum):
@@ -50,7 +56,11 @@ class FilterStatus(Enum):
 
 @dataclass
 class Counters:
-    """Inputs accepted and rejected, by reason."""
+    """Inputs accepted and rejected, by sensor and reason (``{sensor}_{reason}``).
+
+    late: older than the history (or stamped inside an IMU gap); gated: failed the NIS
+    gate; overflow: the pending queue was full; delayed: applied in the past by a rewind.
+    """
 
     imu_accepted: int = 0
     imu_nonfinite: int = 0
@@ -65,6 +75,20 @@ class Counters:
     gnss_overflow: int = 0
     gnss_resets: int = 0
     gnss_delayed: int = 0
+    magnetometer_accepted: int = 0
+    magnetometer_nonfinite: int = 0
+    magnetometer_late: int = 0
+    magnetometer_duplicate: int = 0
+    magnetometer_gated: int = 0
+    magnetometer_overflow: int = 0
+    magnetometer_delayed: int = 0
+    barometer_accepted: int = 0
+    barometer_nonfinite: int = 0
+    barometer_late: int = 0
+    barometer_duplicate: int = 0
+    barometer_gated: int = 0
+    barometer_overflow: int = 0
+    barometer_delayed: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -74,11 +98,35 @@ class Counters:
 class GnssMeasurement:
     """Antenna ECEF position (m) and velocity (m/s, or None) with 3x3 covariances."""
 
+    sensor: ClassVar[str] = "gnss"
     time: float
     position: NDArray[np.float64]
     position_covariance: NDArray[np.float64]
     velocity: NDArray[np.float64] | None
     velocity_covariance: NDArray[np.float64] | None
+
+
+@dataclass(frozen=True)
+class MagnetometerMeasurement:
+    """Calibrated magnetic flux density in body axes (T) with its 3x3 covariance (T^2)."""
+
+    sensor: ClassVar[str] = "magnetometer"
+    time: float
+    field: NDArray[np.float64]
+    covariance: NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class BarometerMeasurement:
+    """Barometric height (m, see ``FilterConfig.barometer_height_offset``), variance m^2."""
+
+    sensor: ClassVar[str] = "barometer"
+    time: float
+    height: float
+    variance: float
+
+
+Measurement = GnssMeasurement | MagnetometerMeasurement | BarometerMeasurement
 
 
 @dataclass(frozen=True)
@@ -130,6 +178,12 @@ def _covariance(value: ArrayLike, name: str) -> NDArray[np.float64]:
     return matrix
 
 
+def _usable(values: Sequence[ArrayLike], covariances: Sequence[NDArray]) -> bool:
+    """All values finite and every covariance finite with a positive diagonal."""
+    return all(np.all(np.isfinite(v)) for v in (*values, *covariances)) and all(
+        np.all(np.diag(c) > 0.0) for c in covariances)
+
+
 class ErrorStateFilter:
     """Base class; see the module docstring. Times are seconds on any monotonic clock."""
 
@@ -146,16 +200,18 @@ class ErrorStateFilter:
         self._diverged = False
         self._consecutive_rejections = 0
         self._last_accepted_gnss = math.nan
-        self._pending: list[GnssMeasurement] = []
+        self._pending: list[Measurement] = []
         self._updates: list[GnssUpdateResult] = []
-        # Delayed-fix history: raw IMU samples, state snapshots, applied fixes (outcome).
+        # Delayed-measurement history: raw IMU samples, state snapshots, applied
+        # measurements of every sensor (with their outcome).
         self._imu_history: deque[tuple[float, Vector3, Vector3]] = deque()
         self._snapshots: deque[dict[str, Any]] = deque()
-        self._applied: deque[tuple[GnssMeasurement, bool]] = deque()
+        self._applied: deque[tuple[Measurement, bool]] = deque()
+        self._magnetic_field_ecef: NDArray | None = None  # T; set by ``initialize``
         self._replaying = False
         self._sample_index = 0
         self._lever = tuple(float(c) for c in self.config.lever_arm)
-        self._gate = {dof: self._threshold(dof) for dof in (3, 6)}
+        self._gate = {dof: self._threshold(dof) for dof in (1, 3, 6)}
         densities = np.diag(self.config.continuous_noise())
         self._q_error = np.zeros(STATE_DIM)  # diagonal of B Q_c B^T (both filters: isotropic)
         self._q_error[ATT] = densities[0:3]
@@ -201,13 +257,40 @@ class ErrorStateFilter:
         lever = np.array(self._lever)
         omega_eb = np.array(self.last_omega) - C.T @ OMEGA_ECEF
         lever_skew = skew(lever)
-        H = np.zeros((6, 15))
+        H = np.zeros((6, STATE_DIM))
         H[0:3, ATT] = C @ lever_skew
         H[0:3, POS] = self._navigation_error_block(C)
         H[3:6, ATT] = C @ skew(np.cross(omega_eb, lever)) - C @ lever_skew @ skew(C.T @ OMEGA_ECEF)
         H[3:6, VEL] = H[0:3, POS]
         H[3:6, BG] = -C @ lever_skew
         return p + C @ lever, v + C @ np.cross(omega_eb, lever), H
+
+    def _magnetometer_model(self) -> tuple[NDArray, NDArray]:
+        """Predicted body-axes field C_hat^T m^e (T) and H (3x15), notes 5.11.
+
+        Both filters right-multiply the attitude error (C = C_hat (I + [phi x])), so
+        C^T m^e = C_hat^T m^e + [(C_hat^T m^e) x] phi and the residual C_hat^T m^e - m^b
+        has H = [-[(C_hat^T m^e) x], 0, 0, 0, 0] in either convention.
+        """
+        C = quaternion.to_matrix(self.nominal()[0])
+        predicted = C.T @ self._magnetic_field_ecef
+        H = np.zeros((3, STATE_DIM))
+        H[:, ATT] = -skew(predicted)
+        return predicted, H
+
+    def _barometer_model(self) -> tuple[float, NDArray]:
+        """Predicted reading h(p_hat) - offset (m) and H (1x15) of the IMU-origin height.
+
+        dh/dp = u_up^T (ellipsoid normal, ECEF), so the residual h_hat - h is
+        u_up^T (p_hat - p) = u_up^T N dx_pos with N = ``_navigation_error_block``: the
+        trident row -u_up^T C_hat of notes 5.11, the baseline row +u_up^T.
+        """
+        q, _, p = self.nominal()
+        latitude, longitude, height = ecef_to_geodetic(p)
+        up = enu_to_ecef_rotation(latitude, longitude)[:, 2]
+        H = np.zeros((1, STATE_DIM))
+        H[0, POS] = up @ self._navigation_error_block(quaternion.to_matrix(q))
+        return height - self.config.barometer_height_offset, H
 
     def _inject(self, dx: Sequence[float]) -> None:
         """Apply the navigation part (9 floats) of an estimated error to the nominal state."""
@@ -257,6 +340,9 @@ class ErrorStateFilter:
         self.covariance = 0.5 * (cov + cov.T)
         self.time = float(time)
         self._last_accepted_gnss = float(time)
+        if self.config.magnetic_field_ned is not None:
+            datum = self.config.magnetic_datum or ecef_to_geodetic(values["position"])[:2]
+            self._magnetic_field_ecef = ned_to_ecef(self.config.magnetic_field_ned, *datum)
         self._initialized = True
         self._diverged = False
         self._consecutive_rejections = 0
@@ -283,8 +369,8 @@ class ErrorStateFilter:
     def process_imu(self, time: float, gyro: ArrayLike, accel: ArrayLike) -> bool:
         """Integrate one IMU sample: body rate (rad/s) and specific force (m/s^2) at ``time``.
 
-        The sample stands for the interval since the previous sample. Queued GNSS
-        measurements stamped inside the interval are applied at their own stamps.
+        The sample stands for the interval since the previous sample. Queued measurements
+        (any sensor) stamped inside the interval are applied at their own stamps.
         Returns False (and counts why) when the sample is rejected.
         """
         gx, gy, gz = (float(c) for c in gyro)
@@ -309,7 +395,7 @@ class ErrorStateFilter:
         if dt > self.config.max_imu_interval:
             if not self._replaying:
                 self.counters.imu_gap += 1
-            self._apply_due_gnss_without_propagation(t)
+            self._drop_measurements_inside_gap(t)
             self.time = t
             return True
         pending = self._pending
@@ -334,9 +420,9 @@ class ErrorStateFilter:
         position: ECEF m; velocity: ECEF m/s or None; covariances: 3x3 (m^2, m^2/s^2) or
         3-vectors of variances. A fix older than the filter time but inside
         ``history_length`` is applied at its stamp by rewinding and re-running the stored
-        IMU samples (fixes applied since are re-applied and reported again by
-        ``drain_updates``). Older, duplicate and non-finite fixes are rejected and counted;
-        returns False then.
+        IMU samples (measurements of every sensor applied since are re-applied; fixes are
+        reported again by ``drain_updates``). Older, duplicate and non-finite fixes are
+        rejected and counted; returns False then.
         """
         p = _vector(position, "position")
         rp = _covariance(position_covariance, "position_covariance")
@@ -346,34 +432,48 @@ class ErrorStateFilter:
             if velocity_covariance is None:
                 raise ValueError("velocity_covariance is required with velocity")
             rv = _covariance(velocity_covariance, "velocity_covariance")
-        arrays = [np.array([time], dtype=float), p, rp] + ([v, rv] if v is not None else [])
-        if not all(np.all(np.isfinite(a)) for a in arrays) or np.any(np.diag(rp) <= 0.0) or (
-            rv is not None and np.any(np.diag(rv) <= 0.0)
-        ):
+        covariances = [rp] + ([rv] if rv is not None else [])
+        if not _usable([time, p] + ([v] if v is not None else []), covariances):
             self.counters.gnss_nonfinite += 1
             return False
         if not self._initialized:
             return False
-        t = float(time)
-        stamps = [m.time for m in self._pending]
-        if t in stamps or any(m.time == t for m, _ in self._applied):
-            self.counters.gnss_duplicate += 1
+        return self._submit(GnssMeasurement(float(time), p, rp, v, rv))
+
+    def process_magnetometer(self, time: float, field_body_T: ArrayLike,
+                             covariance: ArrayLike) -> bool:
+        """Queue (or apply) one magnetometer sample, handled in time like a GNSS fix.
+
+        field_body_T: calibrated (hard/soft-iron corrected) flux density in body axes, T;
+        covariance: 3x3 (T^2) or 3 variances. Compared with ``FilterConfig.magnetic_field_ned``
+        rotated to body axes; the update only feeds the filter (it never drives the GNSS
+        outage or divergence status). Returns False, counting why, when rejected.
+        """
+        if self.config.magnetic_field_ned is None:
+            raise ValueError("process_magnetometer needs FilterConfig.magnetic_field_ned")
+        field = _vector(field_body_T, "field_body_T")
+        R = _covariance(covariance, "covariance")
+        if not _usable([time, field], [R]):
+            self.counters.magnetometer_nonfinite += 1
             return False
-        measurement = GnssMeasurement(t, p, rp, v, rv)
-        if t < self.time:
-            if not (self._snapshots and self._snapshots[0]["time"] <= t):
-                self.counters.gnss_late += 1
-                return False
-            self._rewind_and_apply(measurement)
-            return True
-        if t == self.time:
-            self._update(measurement)
-            return True
-        if len(self._pending) >= MAX_PENDING_GNSS:
-            self.counters.gnss_overflow += 1
+        if not self._initialized:
             return False
-        self._pending.insert(bisect.bisect(stamps, t), measurement)
-        return True
+        return self._submit(MagnetometerMeasurement(float(time), field, R))
+
+    def process_barometer(self, time: float, height_m: float, variance: float) -> bool:
+        """Queue (or apply) one barometric height (m) with its variance (m^2).
+
+        The reading plus ``FilterConfig.barometer_height_offset`` is the ellipsoidal height
+        of the IMU origin; there is no baro bias state, so a drifting offset biases the
+        height by as much. Returns False, counting why, when rejected.
+        """
+        R = np.array([[float(variance)]])
+        if not _usable([time, height_m], [R]):
+            self.counters.barometer_nonfinite += 1
+            return False
+        if not self._initialized:
+            return False
+        return self._submit(BarometerMeasurement(float(time), float(height_m), R[0, 0]))
 
     def drain_updates(self) -> list[GnssUpdateResult]:
         """GNSS update results since the last call (accepted and gated)."""
@@ -412,6 +512,33 @@ class ErrorStateFilter:
         return J @ self.covariance @ J.T
 
     # ----- internals ----------------------------------------------------------------------
+    def _submit(self, m: Measurement) -> bool:
+        """Apply a validated measurement now, queue it for its stamp, or rewind the history
+        to apply it in the past; rejects (and counts) duplicates, late ones and overflow.
+        Measurements sharing a stamp are applied in arrival order."""
+        if any(other.time == m.time and other.sensor == m.sensor
+               for other in (*self._pending, *(applied for applied, _ in self._applied))):
+            self._count(m.sensor, "duplicate")
+            return False
+        if m.time < self.time:
+            if not (self._snapshots and self._snapshots[0]["time"] <= m.time):
+                self._count(m.sensor, "late")
+                return False
+            self._rewind_and_apply(m)
+            return True
+        if m.time == self.time:
+            self._update(m)
+            return True
+        if len(self._pending) >= MAX_PENDING:
+            self._count(m.sensor, "overflow")
+            return False
+        self._pending.insert(bisect.bisect(self._pending, m.time, key=lambda x: x.time), m)
+        return True
+
+    def _count(self, sensor: str, reason: str, step: int = 1) -> None:
+        name = f"{sensor}_{reason}"
+        setattr(self.counters, name, getattr(self.counters, name) + step)
+
     def _threshold(self, dof: int) -> float:
         probability = self.config.gate_probability
         return math.inf if probability == 0.0 else float(chi2.ppf(probability, dof))
@@ -439,50 +566,45 @@ class ErrorStateFilter:
         if self._acc_count >= self.config.covariance_decimation:
             self.flush()
 
-    def _apply_due_gnss_without_propagation(self, t: float) -> None:
-        """After an IMU gap the state is held; fixes stamped inside the gap are dropped."""
+    def _drop_measurements_inside_gap(self, t: float) -> None:
+        """After an IMU gap the state is held; measurements stamped inside it are dropped."""
         self.flush()
         while self._pending and self._pending[0].time <= t:
-            self._pending.pop(0)
-            self.counters.gnss_late += 1
+            self._count(self._pending.pop(0).sensor, "late")
 
-    def _update(self, m: GnssMeasurement) -> None:
-        self.flush()
-        pred_p, pred_v, H_full = self._gnss_model()
+    def _linearize(self, m: Measurement) -> tuple[NDArray, NDArray, NDArray]:
+        """Residual z = predicted - measured, its H and R for any sensor."""
+        if isinstance(m, MagnetometerMeasurement):
+            predicted, H = self._magnetometer_model()
+            return predicted - m.field, H, m.covariance
+        if isinstance(m, BarometerMeasurement):
+            height, H = self._barometer_model()
+            return np.array([height - m.height]), H, np.array([[m.variance]])
+        pred_p, pred_v, H = self._gnss_model()
         if m.velocity is None:
-            z = pred_p - m.position
-            H = H_full[:3]
-            R = m.position_covariance
-        else:
-            z = np.concatenate([pred_p - m.position, pred_v - m.velocity])
-            H = H_full
-            R = np.zeros((6, 6))
-            R[:3, :3] = m.position_covariance
-            R[3:, 3:] = m.velocity_covariance
+            return pred_p - m.position, H[:3], m.position_covariance
+        R = np.zeros((6, 6))
+        R[:3, :3] = m.position_covariance
+        R[3:, 3:] = m.velocity_covariance
+        return np.concatenate([pred_p - m.position, pred_v - m.velocity]), H, R
+
+    def _update(self, m: Measurement) -> None:
+        """NIS-gate one measurement and, if it passes, apply the Joseph-form update."""
+        self.flush()
+        z, H, R = self._linearize(m)
         P = self.covariance
         PHt = P @ H.T
         S = H @ PHt + R
         S_inv = np.linalg.inv(S)
         nis = float(z @ S_inv @ z)
-        dof = z.size
-        self.last_nis = nis
-        accepted = nis <= self._gate[dof]
-        self._updates.append(GnssUpdateResult(m.time, z, nis, dof, accepted))
+        accepted = nis <= self._gate[z.size]
         if self.config.history_length > 0.0:
             self._applied.append((m, bool(accepted)))
+        self._count(m.sensor, "accepted" if accepted else "gated")
+        if isinstance(m, GnssMeasurement):
+            self._gnss_outcome(m, z, nis, accepted)
         if not accepted:
-            self.counters.gnss_gated += 1
-            self._consecutive_rejections += 1
-            if self._consecutive_rejections >= self.config.max_consecutive_rejections:
-                self._diverged = True
-                if self.config.reset_on_divergence:
-                    self._reset_to_gnss(m)
             return
-        if self.config.reset_on_divergence:
-            self._diverged = False
-        self.counters.gnss_accepted += 1
-        self._consecutive_rejections = 0
-        self._last_accepted_gnss = m.time
         K = PHt @ S_inv
         dx = K @ z
         IKH = self._eye - K @ H
@@ -494,6 +616,22 @@ class ErrorStateFilter:
         self.gyro_bias = (bg[0] - dx[9], bg[1] - dx[10], bg[2] - dx[11])
         self.accel_bias = (ba[0] - dx[12], ba[1] - dx[13], ba[2] - dx[14])
         self._check_covariance()
+
+    def _gnss_outcome(self, m: GnssMeasurement, z: NDArray, nis: float, accepted: bool) -> None:
+        """Only GNSS drives the reported NIS and the outage / divergence status."""
+        self.last_nis = nis
+        self._updates.append(GnssUpdateResult(m.time, z, nis, z.size, accepted))
+        if accepted:
+            if self.config.reset_on_divergence:
+                self._diverged = False
+            self._consecutive_rejections = 0
+            self._last_accepted_gnss = m.time
+            return
+        self._consecutive_rejections += 1
+        if self._consecutive_rejections >= self.config.max_consecutive_rejections:
+            self._diverged = True
+            if self.config.reset_on_divergence:
+                self._reset_to_gnss(m)
 
     def _snapshot(self) -> dict[str, Any]:
         names = self._SNAPSHOT_FIELDS + self._NOMINAL_FIELDS
@@ -527,20 +665,18 @@ class ErrorStateFilter:
         while self._applied and self._applied[0][0].time < oldest:
             self._applied.popleft()
 
-    def _rewind_and_apply(self, measurement: GnssMeasurement) -> None:
-        """Go back to the last snapshot before a delayed fix, then re-run the stored IMU
-        samples with the fix (and the fixes applied since) at their own stamps."""
+    def _rewind_and_apply(self, measurement: Measurement) -> None:
+        """Go back to the last snapshot before a delayed measurement, then re-run the stored
+        IMU samples with it (and the measurements applied since) at their own stamps."""
         while len(self._snapshots) > 1 and self._snapshots[-1]["time"] > measurement.time:
             self._snapshots.pop()
         snapshot = self._snapshots.pop()  # re-taken by the first replayed sample
         start = snapshot["time"]
         samples = [record for record in self._imu_history if record[0] > start]
-        requeue = [m for m, _ in self._applied if m.time > start]
-        for _, accepted in [item for item in self._applied if item[0].time > start]:
-            if accepted:  # counted again when re-applied
-                self.counters.gnss_accepted -= 1
-            else:
-                self.counters.gnss_gated -= 1
+        replayed = [item for item in self._applied if item[0].time > start]
+        requeue = [m for m, _ in replayed]
+        for m, accepted in replayed:  # counted again when re-applied
+            self._count(m.sensor, "accepted" if accepted else "gated", -1)
         self._applied = deque(item for item in self._applied if item[0].time <= start)
         self._restore(snapshot)
         self._sample_index = 0
@@ -551,7 +687,7 @@ class ErrorStateFilter:
                 self.process_imu(t, gyro, accel)
         finally:
             self._replaying = False
-        self.counters.gnss_delayed += 1
+        self._count(measurement.sensor, "delayed")
 
     def _reset_to_gnss(self, m: GnssMeasurement) -> None:
         """Move position (and velocity) to the fix, keep attitude; their covariance becomes

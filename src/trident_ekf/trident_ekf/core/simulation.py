@@ -1,11 +1,13 @@
-"""ECEF-consistent trajectory and IMU/GNSS simulator with known truth, for tests and benchmarks.
+"""ECEF-consistent trajectory and IMU/GNSS/magnetometer/barometer simulator with known truth.
 
 The vehicle moves along an analytic path in a local ENU tangent frame fixed to the
 Earth at a geodetic origin, so positions, velocities, accelerations, attitude and
 body rates are exact. The IMU measures the exact specific force and inertial rate
 (Earth rotation and J2 plumb-bob gravity included) at the middle of each sample
 interval, with the paper's error model: reading = truth - bias - white noise,
-random-walk biases.
+random-walk biases. Magnetometer (a field fixed in ECEF) and barometer (ellipsoidal
+height) samples are drawn after everything else, so they leave the other outputs of a
+given seed unchanged.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from numpy.typing import NDArray
 from mav_geometry import quaternion
 from trident_ekf.core.earth import (
     OMEGA_ECEF,
+    ecef_to_geodetic,
     enu_to_ecef_rotation,
     geodetic_to_ecef,
     gravity_ecef,
+    ned_to_ecef,
 )
 from trident_ekf.core.filter import ErrorStateFilter
 
@@ -118,7 +122,8 @@ class Trajectory:
 
 @dataclass(frozen=True)
 class SensorModel:
-    """Noise densities (as FilterConfig), initial bias sigmas, GNSS sigmas and lever arm."""
+    """Noise densities (as FilterConfig), initial bias sigmas, GNSS, magnetometer and
+    barometer sigmas, lever arm, and the Earth field at the trajectory origin."""
 
     gyro_noise: float = 1e-3  # rad/s/sqrt(Hz)
     accel_noise: float = 2e-2  # m/s^2/sqrt(Hz)
@@ -129,11 +134,16 @@ class SensorModel:
     gnss_position_sigma: float = 1.5  # m
     gnss_velocity_sigma: float = 0.1  # m/s
     lever_arm: tuple[float, float, float] = (0.0, 0.0, 0.0)  # m, body
+    magnetometer_sigma: float = 2e-7  # T, per axis
+    barometer_sigma: float = 0.5  # m
+    # North, east, down (T): WMM near Buenos Aires (about 22.5 uT, inclination -38 deg).
+    magnetic_field_ned: tuple[float, float, float] = (1.75e-5, -2.8e-6, -1.39e-5)
 
 
 @dataclass(frozen=True)
 class SimulatedData:
-    """IMU samples (row k covers (t_{k-1}, t_k]), GNSS fixes and truth at IMU stamps."""
+    """IMU samples (row k covers (t_{k-1}, t_k]), GNSS fixes, magnetometer samples (body
+    axes, T), barometric ellipsoidal heights (m) and truth at IMU stamps."""
 
     imu_time: Array
     gyro: Array
@@ -145,14 +155,21 @@ class SimulatedData:
     gyro_bias: Array
     accel_bias: Array
     sensors: SensorModel
+    magnetometer_time: Array
+    magnetometer_field: Array
+    barometer_time: Array
+    barometer_height: Array
 
 
 def simulate(trajectory: Trajectory, sensors: SensorModel, duration: float,
              imu_rate: float = 200.0, gnss_rate: float = 5.0,
-             rng: np.random.Generator | None = None, noise: bool = True) -> SimulatedData:
-    """Sample the trajectory: IMU at ``imu_rate`` Hz, GNSS at ``gnss_rate`` Hz, for duration s."""
-    if duration <= 0.0 or imu_rate <= 0.0 or gnss_rate <= 0.0:
-        raise ValueError("duration, imu_rate and gnss_rate must be > 0")
+             rng: np.random.Generator | None = None, noise: bool = True,
+             magnetometer_rate: float = 10.0, barometer_rate: float = 10.0) -> SimulatedData:
+    """Sample the trajectory for ``duration`` s: IMU, GNSS, magnetometer and barometer at
+    their rates (Hz; the aiding sensors at IMU stamps, a whole number of IMU samples apart)."""
+    rates = (imu_rate, gnss_rate, magnetometer_rate, barometer_rate)
+    if duration <= 0.0 or min(rates) <= 0.0:
+        raise ValueError("duration and all rates must be > 0")
     rng = rng or np.random.default_rng(0)
     dt = 1.0 / imu_rate
     n = round(duration * imu_rate)
@@ -172,8 +189,11 @@ def simulate(trajectory: Trajectory, sensors: SensorModel, duration: float,
                 - rng.normal(0, sensors.gyro_noise / np.sqrt(dt), (n, 3)) * scale)
     accel[1:] = (mid["force"] - accel_bias[1:]
                  - rng.normal(0, sensors.accel_noise / np.sqrt(dt), (n, 3)) * scale)
-    step = round(imu_rate / gnss_rate)
-    index = np.arange(step, n + 1, step)
+    def stamp_indices(rate: float) -> NDArray[np.int64]:
+        step = round(imu_rate / rate)
+        return np.arange(step, n + 1, step)
+
+    index = stamp_indices(gnss_rate)
     lever = np.array(sensors.lever_arm)
     C = quaternion.to_matrix(truth["q"][index])
     antenna_p = truth["p"][index] + C @ lever
@@ -181,37 +201,66 @@ def simulate(trajectory: Trajectory, sensors: SensorModel, duration: float,
         "nij,nj->ni", C, np.cross(truth["omega_eb"][index], lever))
     gnss_p = antenna_p + rng.normal(0, sensors.gnss_position_sigma, antenna_p.shape) * scale
     gnss_v = antenna_v + rng.normal(0, sensors.gnss_velocity_sigma, antenna_v.shape) * scale
+    mag_index = stamp_indices(magnetometer_rate)
+    field_ecef = ned_to_ecef(sensors.magnetic_field_ned, trajectory.latitude_deg,
+                             trajectory.longitude_deg)
+    field = np.einsum("nji,j->ni", quaternion.to_matrix(truth["q"][mag_index]), field_ecef)
+    field += rng.normal(0, sensors.magnetometer_sigma, field.shape) * scale
+    baro_index = stamp_indices(barometer_rate)
+    height = np.array([ecef_to_geodetic(p)[2] for p in truth["p"][baro_index]])
+    height += rng.normal(0, sensors.barometer_sigma, height.shape) * scale
     return SimulatedData(t, gyro, accel, t[index], gnss_p, gnss_v, truth,
-                         gyro_bias, accel_bias, sensors)
+                         gyro_bias, accel_bias, sensors, magnetometer_time=t[mag_index],
+                         magnetometer_field=field, barometer_time=t[baro_index],
+                         barometer_height=height)
 
 
 def events(data: SimulatedData) -> Iterator[tuple[str, int]]:
-    """Merged time-ordered stream of ("imu", k) for k >= 1 and ("gnss", j) events.
+    """Merged time-ordered stream of ("imu", k) for k >= 1 and ("gnss" | "magnetometer" |
+    "barometer", j) events.
 
-    A fix is delivered just before the IMU sample that carries the filter past its stamp.
+    A measurement is delivered just before the IMU sample that carries the filter past
+    its stamp.
     """
-    j = 0
-    n_gnss = data.gnss_time.size
+    stamps = {"gnss": data.gnss_time, "magnetometer": data.magnetometer_time,
+              "barometer": data.barometer_time}
+    next_index = dict.fromkeys(stamps, 0)
     for k in range(1, data.imu_time.size):
-        while j < n_gnss and data.gnss_time[j] <= data.imu_time[k]:
-            yield "gnss", j
-            j += 1
+        for kind, times in stamps.items():
+            j = next_index[kind]
+            while j < times.size and times[j] <= data.imu_time[k]:
+                yield kind, j
+                j += 1
+            next_index[kind] = j
         yield "imu", k
 
 
 def run(filter_: ErrorStateFilter, data: SimulatedData, start: int = 0,
-        skip_gnss: tuple[float, float] | None = None, record_every: int = 10
-        ) -> dict[str, Array]:
+        skip_gnss: tuple[float, float] | None = None, record_every: int = 10,
+        magnetometer: bool = False, barometer: bool = False) -> dict[str, Array]:
     """Feed the data to an initialized filter; record error and sigma every few IMU stamps.
 
-    skip_gnss: (start, end) s of a simulated GNSS outage. Returns arrays keyed
+    skip_gnss: (start, end) s of a simulated GNSS outage; magnetometer, barometer: also
+    feed those samples (with the simulated sigmas). Returns arrays keyed
     ``error`` (filter convention), ``nees``, ``sigma`` (conventional, per state) and
     ``time``, plus ``nis`` of every GNSS epoch.
     """
     sigma_p, sigma_v = data.sensors.gnss_position_sigma, data.sensors.gnss_velocity_sigma
     rp, rv = np.full(3, sigma_p**2), np.full(3, sigma_v**2)
+    r_mag = np.full(3, data.sensors.magnetometer_sigma**2)
+    r_baro = data.sensors.barometer_sigma**2
     times, errors, nees, sigmas, nis = [], [], [], [], []
     for kind, index in events(data):
+        if kind == "magnetometer":
+            t = data.magnetometer_time[index]
+            if magnetometer and t > data.imu_time[start]:
+                filter_.process_magnetometer(t, data.magnetometer_field[index], r_mag)
+            continue
+        if kind == "barometer":
+            t = data.barometer_time[index]
+            if barometer and t > data.imu_time[start]:
+                filter_.process_barometer(t, data.barometer_height[index], r_baro)
+            continue
         if kind == "gnss":
             t = data.gnss_time[index]
             if t <= data.imu_time[start] or (skip_gnss and skip_gnss[0] <= t < skip_gnss[1]):
