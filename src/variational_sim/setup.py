@@ -18,6 +18,9 @@ setup(
     entry_points={
         "console_scripts": [
             "variational-sim-reorientation = variational_sim.demos.reorientation:main",
+            "hopper-passive-swing = variational_sim.experiments.passive_swing:main",
+            "hopper-pd-manoeuvre = variational_sim.experiments.pd_manoeuvre:main",
+            "hopper-drop-test = variational_sim.experiments.drop_test:main",
         ],
     },
     maintainer="Trident suite maintainers",

@@ -1,0 +1,76 @@
+"""Sphere-ground contact: complementarity, inelastic impact, friction stick and slip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from variational_sim.experiments import drop_test
+from variational_sim.multibody.contact import ContactVariationalMultibody
+from variational_sim.multibody.mechanism import Body, Contact, Mechanism
+
+MU, G, STEP = 0.5, 9.81, 0.01
+
+
+def _ball_run(gravity: list[float], speed: float, steps: int):
+    """A 1 kg ball (radius 0.1 m) resting on the ground, pushed by tilted gravity or
+    launched along x; returns the states after each step and the integrator."""
+    ball = Mechanism("ball", (Body("ball", 1.0, 0.004 * np.eye(3)),), (),
+                     contacts=(Contact("c", "ball", np.zeros(3), 0.1, MU),),
+                     gravity=np.array(gravity))
+    integrator = ContactVariationalMultibody(ball, STEP)
+    state = integrator.initial_state(np.array([[0.0, 0.0, 0.1]]),
+                                     np.array([[0.0, 0.0, 0.0, 1.0]]),
+                                     np.array([[0.0, 0.0, 0.0, speed, 0.0, 0.0]]))
+    states = []
+    for _ in range(steps):
+        state = integrator.step(state)
+        states.append(state)
+    return states, integrator
+
+
+def test_friction_below_the_cone_sticks() -> None:
+    states, _ = _ball_run([2.0, 0.0, -G], 0.0, 30)
+    assert abs(states[-1].positions[0, 0]) < 1e-9
+    force = states[-1].contact_impulses[0] / STEP
+    assert force == pytest.approx([-2.0, 0.0, G], abs=1e-6)
+
+
+def test_friction_beyond_the_cone_slides_on_its_boundary() -> None:
+    states, _ = _ball_run([6.0, 0.0, -G], 0.0, 30)
+    force = states[-1].contact_impulses[0] / STEP
+    assert force == pytest.approx([-MU * G, 0.0, G], abs=1e-6)
+    # the ball accelerates at g_t - mu g_n (m/s^2), friction opposing the sliding
+    velocities = np.array([s.momenta[0, 3] for s in states])
+    assert np.allclose(np.diff(velocities[5:]) / STEP, 6.0 - MU * G, atol=1e-6)
+
+
+def test_sliding_ball_decelerates_at_mu_g_and_stops() -> None:
+    states, _ = _ball_run([0.0, 0.0, -G], 1.0, 40)
+    velocities = np.array([s.momenta[0, 3] for s in states])
+    moving = velocities > 0.1
+    assert np.allclose(np.diff(velocities[moving]) / STEP, -MU * G, atol=1e-6)
+    assert abs(velocities[-1]) < 1e-9
+    stop = 1.0 / (MU * G)
+    assert states[-1].positions[0, 0] == pytest.approx(0.5 * stop, rel=0.02)
+
+
+def test_ball_gap_and_complementarity_at_rest() -> None:
+    states, integrator = _ball_run([0.0, 0.0, -G], 0.0, 10)
+    for state in states:
+        gap = integrator.gaps(state)[0]
+        assert gap > -1e-10
+        assert abs(gap * state.contact_impulses[0, 2]) < 1e-10
+
+
+def test_drop_test_lands_without_penetration_or_rebound() -> None:
+    result = drop_test.simulate(step=0.002, duration=0.4)
+    assert result.gap.min() > -1e-9
+    assert np.abs(result.complementarity).max() < 1e-9
+    assert np.all(result.normal_force > -1e-9)
+    landed = result.times > result.times[np.argmax(result.normal_force > 1.0)]
+    # inelastic: once landed the foot stays down and the base does not bounce
+    assert result.gap[landed].max() < 1e-9
+    assert np.ptp(result.base_height[landed]) < 1e-9
+    assert result.normal_force[landed][-20:] == pytest.approx(result.weight, rel=1e-6)
+    assert result.weight == pytest.approx(7.7248 * 9.807, rel=1e-4)

@@ -1,0 +1,92 @@
+"""Experiment (c): drop test of the Fly-Hopper onto the ground, leg held rigid.
+
+The base is kept upright on a vertical guide (free in z), the hips are locked at the
+nominal pose (a PD hold with held torques is unstable on the light links at stiffness
+high enough to carry the robot), and the robot is released at rest with the base CoM at
+0.5 m (foot about 0.19 m above the ground). Contact: the primal-dual interior point of
+``multibody.contact`` (inelastic, friction 0.5). Reports the gap, the complementarity
+residual and the normal force, which settles at the total weight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from variational_sim.experiments.common import output_dir, parser
+from variational_sim.multibody.contact import ContactVariationalMultibody
+from variational_sim.multibody.hopper import (
+    NOMINAL_ANGLES_DEG,
+    load_hopper,
+    nominal_configuration,
+    with_locked_joints,
+    with_vertical_guide,
+)
+
+
+@dataclass(frozen=True)
+class DropResult:
+    """Times (s), base height (m), foot gap (m), normal force (N, mean over each step),
+    complementarity ``normal impulse * gap`` (N s m) and total weight (N)."""
+
+    times: np.ndarray
+    base_height: np.ndarray
+    gap: np.ndarray
+    normal_force: np.ndarray
+    complementarity: np.ndarray
+    weight: float
+
+
+def simulate(step: float = 0.002, duration: float = 0.8) -> DropResult:
+    """Run the drop test."""
+    hips = {name: NOMINAL_ANGLES_DEG[name] for name in ("hip0", "hip2")}
+    hopper = with_vertical_guide(with_locked_joints(load_hopper(), hips))
+    integrator = ContactVariationalMultibody(hopper, step)
+    positions, quaternions = nominal_configuration(hopper)
+    state = integrator.initial_state(positions, quaternions, np.zeros((5, 6)))
+    times, heights, gaps, forces, products = [], [], [], [], []
+    for _ in range(round(duration / step)):
+        state = integrator.step(state)
+        gap = float(integrator.gaps(state)[0])
+        normal = float(state.contact_impulses[0, 2])
+        times.append(state.time)
+        heights.append(float(state.positions[0, 2]))
+        gaps.append(gap)
+        forces.append(normal / step)
+        products.append(normal * gap)
+    weight = float(-hopper.masses.sum() * hopper.gravity[2])
+    return DropResult(np.array(times), np.array(heights), np.array(gaps), np.array(forces),
+                      np.array(products), weight)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the drop test; print the figures and write the PNG."""
+    arguments = parser(__doc__.splitlines()[0])
+    arguments.add_argument("--step", type=float, default=0.001, help="step size (s)")
+    arguments.add_argument("--duration", type=float, default=1.0, help="simulated time (s)")
+    args = arguments.parse_args(argv)
+    folder = output_dir(args.output_dir)
+    result = simulate(args.step, args.duration)
+    settled = result.times > result.times[-1] - 0.1
+    print(f"minimum gap: {result.gap.min():.3e} m; max |normal impulse * gap|: "
+          f"{np.abs(result.complementarity).max():.2e} N s m")
+    print(f"normal force over the last 0.1 s: {result.normal_force[settled].mean():.3f} N "
+          f"(total weight {result.weight:.3f} N)")
+    figure, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+    axes[0].plot(result.times, result.base_height)
+    axes[0].set(ylabel="base height (m)", title=f"Drop test, h = {args.step * 1e3:g} ms")
+    axes[1].plot(result.times, result.gap)
+    axes[1].set(ylabel="foot gap (m)")
+    axes[2].plot(result.times, result.normal_force, label="normal force")
+    axes[2].axhline(result.weight, color="grey", linestyle=":", label="total weight")
+    axes[2].set(xlabel="time (s)", ylabel="force (N)")
+    axes[2].legend()
+    figure.tight_layout()
+    figure.savefig(folder / "drop_test.png", dpi=120)
+    print(f"plot written to {folder}")
+
+
+if __name__ == "__main__":
+    main()

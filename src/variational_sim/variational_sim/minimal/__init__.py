@@ -1,0 +1,1 @@
+"""Minimal-coordinate models (joint angles with loop constraints), the comparison baseline."""
