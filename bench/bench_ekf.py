@@ -1,6 +1,7 @@
 """Replay throughput of the trident-quaternion EKF against the conventional baseline ESKF.
 
 Usage: python bench/bench_ekf.py [--duration S] [--repeats K] [--output-dir DIR]
+                                 [--replay-log LOG]
 
 Both filters replay the same simulated log (200 Hz IMU, 5 Hz GNSS position and
 velocity, manoeuvring trajectory, white noise) from the same initial state, in the
@@ -8,12 +9,22 @@ same process, for several covariance decimations. Before timing, both runs must 
 within 3 sigma of the truth and within one sigma of each other. The report gives the
 time per IMU sample (covariance propagation and GNSS updates included) and the
 real-time factor next to the harness's ratio table.
+
+End to end, ``trident-replay`` runs over a bag that ``trident-import`` makes of a real
+log (default: the PX4 SITL EKF2 replay data, 250 Hz IMU), writing its output bag, with
+the baseline filter as the baseline; and the replay's CDR decoding of the IMU and
+reference messages is timed against rosbags' decoder on the same bytes (the values must
+be identical). The report gives the end-to-end real-time factor.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +33,12 @@ from harness import Case, run, write_report
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
 from trident_ekf.core.filter import ErrorStateFilter
 from trident_ekf.core.simulation import SensorModel, SimulatedData, Trajectory, simulate
+from trident_ekf.tools import bagio, cdr, import_cli
+from trident_ekf.tools import replay as replay_tool
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results"
+DEFAULT_REPLAY_LOG = (Path(__file__).resolve().parents[2] / "shared" / "data" / "px4_sitl"
+                      / "test_replay_data_ekf_gsf_reset.csv")
 IMU_RATE, GNSS_RATE = 200.0, 5.0
 SIGMAS = np.array([0.03] * 3 + [0.3] * 3 + [2.0] * 3 + [0.01] * 3 + [0.1] * 3)
 
@@ -89,6 +104,67 @@ def cases(duration: float, seed: int = 0) -> list[Case]:
     return result
 
 
+def _replay_bag(bag: Path, workdir: Path, filter_name: str) -> dict:
+    """trident-replay with its defaults, writing a fresh output bag (removed afterwards)."""
+    output = Path(tempfile.mkdtemp(dir=workdir)) / "out"
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # progress lines
+            return replay_tool.run(replay_tool.parse_args(
+                [str(bag), "--output", str(output), "--filter", filter_name]))
+    finally:
+        shutil.rmtree(output.parent)
+
+
+def _decode_fast(raw_messages: list[tuple[str, bytes]]) -> list:
+    return [cdr.decode_imu(raw) if msgtype == bagio.IMU else cdr.decode_odometry(raw)[1].tolist()
+            for msgtype, raw in raw_messages]
+
+
+def _decode_rosbags(raw_messages: list[tuple[str, bytes]]) -> list:
+    """The same fields through rosbags' message objects (the previous replay path)."""
+    result = []
+    for msgtype, raw in raw_messages:
+        message = bagio.TYPESTORE.deserialize_cdr(raw, msgtype)
+        if msgtype == bagio.IMU:
+            w, a = message.angular_velocity, message.linear_acceleration
+            result.append((bagio.stamp_ns(message), (w.x, w.y, w.z), (a.x, a.y, a.z)))
+        else:
+            pose, twist = message.pose, message.twist
+            p, q = pose.pose.position, pose.pose.orientation
+            result.append([p.x, p.y, p.z, q.x, q.y, q.z, q.w, *pose.covariance,
+                           *(getattr(twist.twist.linear, c) for c in "xyz"),
+                           *(getattr(twist.twist.angular, c) for c in "xyz"),
+                           *twist.covariance])
+    return result
+
+
+def _same_quality(ours: dict, baseline: dict) -> bool:
+    """Both filters end nominal with sub-degree roll/pitch against the autopilot."""
+    return all(s["status"] == "nominal" and max(s["rmse_roll_pitch_deg"]) < 1.0
+               for s in (ours, baseline))
+
+
+def replay_cases(log: Path, workdir: Path) -> tuple[list[Case], float]:
+    """End-to-end replay and decoding cases on ``log`` imported into ``workdir``; also
+    returns the log's IMU span (s) for the real-time factor."""
+    bag = workdir / "input"
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        if import_cli.main([str(log), "--output", str(bag)]) != 0:
+            raise RuntimeError(f"trident-import failed on {log}")
+    duration = _replay_bag(bag, workdir, "trident")["log_duration_s"]
+    raw_messages = [(msgtype, raw) for _, msgtype, _, raw in
+                    bagio.read_raw(bag, ["/imu/data", "/reference/odometry"])]
+    imu_count = bagio.topic_counts(bag)["/imu/data"]
+    return [
+        Case(f"trident-replay end to end on {log.name} (vs --filter baseline)", imu_count,
+             lambda: _replay_bag(bag, workdir, "trident"),
+             lambda: _replay_bag(bag, workdir, "baseline"), _same_quality),
+        Case("IMU + reference odometry decoding: cdr vs rosbags messages", len(raw_messages),
+             lambda: _decode_fast(raw_messages), lambda: _decode_rosbags(raw_messages),
+             lambda ours, baseline: ours == baseline),
+    ], duration
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=60.0,
@@ -96,19 +172,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timing repeats (default 3)")
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT,
                         help=f"where the JSON and Markdown go (default {DEFAULT_OUTPUT})")
+    parser.add_argument("--replay-log", type=Path, default=DEFAULT_REPLAY_LOG,
+                        help="log for the end-to-end trident-replay case (any format "
+                             f"trident-import reads; default {DEFAULT_REPLAY_LOG})")
     args = parser.parse_args(argv)
     if args.duration <= 0.0 or args.repeats < 1:
         parser.error("--duration and --repeats must be positive")
-    results = run(cases(args.duration), args.repeats)
+    if not args.replay_log.exists():
+        parser.error(f"no such log: {args.replay_log}")
+    filter_cases = cases(args.duration)
+    with tempfile.TemporaryDirectory() as workdir:
+        end_to_end, log_duration = replay_cases(args.replay_log, Path(workdir))
+        results = run(filter_cases + end_to_end, args.repeats)
+    filter_results = results[:len(filter_cases)]
+    replay_result, decoding_result = results[len(filter_cases):]
     _, markdown = write_report(results, "trident EKF vs conventional ESKF: log replay",
                                "baseline ESKF", args.output_dir, "ekf")
     lines = ["", "| case | trident per IMU sample | baseline per IMU sample | "
              "trident real-time factor |", "|---|---:|---:|---:|"]
-    for r in results:
+    for r in filter_results:
         per_sample = r.ours_s / r.size
         lines.append(f"| {r.name} | {per_sample * 1e6:.1f} us | "
                      f"{r.baseline_s / r.size * 1e6:.1f} us | "
                      f"{1.0 / (per_sample * IMU_RATE):.0f}x |")
+    lines += ["", f"End to end ({args.replay_log.name}, {log_duration:.1f} s, "
+              f"{replay_result.size} IMU samples; input decoding, filter and output bag):", "",
+              "| filter | wall time | per IMU sample | real-time factor |", "|---|---:|---:|---:|"]
+    for name, seconds in (("trident", replay_result.ours_s),
+                          ("baseline", replay_result.baseline_s)):
+        lines.append(f"| {name} | {seconds * 1e3:.0f} ms | "
+                     f"{seconds / replay_result.size * 1e6:.1f} us | "
+                     f"{log_duration / seconds:.0f}x |")
+    lines += ["", f"Decoding {decoding_result.size} IMU and reference messages: "
+              f"{decoding_result.ours_s / decoding_result.size * 1e6:.2f} us each with cdr, "
+              f"{decoding_result.baseline_s / decoding_result.size * 1e6:.2f} us with rosbags."]
     with markdown.open("a") as handle:
         handle.write("\n".join(lines) + "\n")
     print(markdown.read_text())

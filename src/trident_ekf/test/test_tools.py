@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from trident_ekf.core.earth import ecef_to_enu, geodetic_to_ecef
-from trident_ekf.tools import bagio, import_cli, replay
+from trident_ekf.tools import bagio, cdr, import_cli, replay
 from trident_ekf.tools.flightlog import read_log
 from trident_ekf.tools.frames import attitude_ned_frd_to_enu_flu, euler_enu
 
@@ -84,6 +84,28 @@ def test_replay_tracks_the_autopilot_and_writes_bag_and_report(imported, tmp_pat
 def test_replay_rejects_a_bag_without_the_imu_topic(imported, tmp_path, capsys):
     assert replay.main([str(imported), "--imu-topic", "/nope"]) == 1
     assert "no imu topic '/nope'" in capsys.readouterr().err
+    assert replay.main([str(imported), "--imu-topic", "/gnss/fix"]) == 1
+    assert "is sensor_msgs/msg/NavSatFix, not sensor_msgs/msg/Imu" in capsys.readouterr().err
+
+
+def test_fast_decoding_of_the_imported_bag_matches_rosbags(imported):
+    """Replay reads IMU and reference odometry with ``cdr``: same values as rosbags."""
+    for topic, msgtype, _, raw in bagio.read_raw(imported, ["/imu/data"]):
+        message = bagio.TYPESTORE.deserialize_cdr(raw, msgtype)
+        w, a = message.angular_velocity, message.linear_acceleration
+        assert cdr.decode_imu(raw) == (bagio.stamp_ns(message), (w.x, w.y, w.z),
+                                       (a.x, a.y, a.z)), topic
+    for _, msgtype, _, raw in bagio.read_raw(imported, ["/reference/odometry"]):
+        message = bagio.TYPESTORE.deserialize_cdr(raw, msgtype)
+        stamp, values = cdr.decode_odometry(raw)
+        pose = message.pose.pose
+        assert stamp == bagio.stamp_ns(message)
+        assert values[cdr.POSITION].tolist() == [pose.position.x, pose.position.y,
+                                                 pose.position.z]
+        assert values[cdr.ORIENTATION].tolist() == [pose.orientation.x, pose.orientation.y,
+                                                    pose.orientation.z, pose.orientation.w]
+        linear = message.twist.twist.linear
+        assert values[cdr.LINEAR].tolist() == [linear.x, linear.y, linear.z]
 
 
 def test_import_rejects_unsupported_logs(tmp_path, capsys):

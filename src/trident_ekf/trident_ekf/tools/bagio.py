@@ -127,22 +127,39 @@ class BagWriter:
         self._writer.close()
 
     def write(self, topic: str, msgtype: str, stamp: int, message: Any) -> None:
+        self.write_cdr(topic, msgtype, stamp, TYPESTORE.serialize_cdr(message, msgtype))
+
+    def write_cdr(self, topic: str, msgtype: str, stamp: int,
+                  data: bytes | memoryview) -> None:
+        """Write an already serialized (CDR) message."""
         connection = self._connections.get(topic)
         if connection is None:
             connection = self._writer.add_connection(topic, msgtype, typestore=TYPESTORE)
             self._connections[topic] = connection
-        self._writer.write(connection, stamp, TYPESTORE.serialize_cdr(message, msgtype))
+        self._writer.write(connection, stamp, data)
+
+
+def read_raw(path: Path, topics: Sequence[str]) -> Iterator[tuple[str, str, int, bytes]]:
+    """(topic, message type, bag time ns, CDR bytes) for the given topics, in bag-time order,
+    streaming."""
+    with Reader(path) as reader:
+        connections = [c for c in reader.connections if c.topic in topics]
+        for connection, timestamp, raw in reader.messages(connections=connections):
+            yield connection.topic, connection.msgtype, timestamp, raw
 
 
 def read_messages(path: Path, topics: Sequence[str]) -> Iterator[tuple[str, int, Any]]:
     """(topic, bag time ns, message) for the given topics, in bag-time order, streaming."""
+    for topic, msgtype, timestamp, raw in read_raw(path, topics):
+        yield topic, timestamp, TYPESTORE.deserialize_cdr(raw, msgtype)
+
+
+def topic_types(path: Path) -> dict[str, tuple[str, int]]:
+    """Message type and count per topic."""
     with Reader(path) as reader:
-        connections = [c for c in reader.connections if c.topic in topics]
-        for connection, timestamp, raw in reader.messages(connections=connections):
-            yield connection.topic, timestamp, TYPESTORE.deserialize_cdr(raw, connection.msgtype)
+        return {c.topic: (c.msgtype, c.msgcount) for c in reader.connections}
 
 
 def topic_counts(path: Path) -> dict[str, int]:
     """Message count per topic."""
-    with Reader(path) as reader:
-        return {c.topic: c.msgcount for c in reader.connections}
+    return {topic: count for topic, (_, count) in topic_types(path).items()}

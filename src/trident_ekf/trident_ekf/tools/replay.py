@@ -1,7 +1,8 @@
 """trident-replay: run the estimator over a rosbag2 as fast as possible and record its output.
 
 Streaming: messages are read, fused and written one at a time; only the report keeps a
-series, decimated to at most ``REPORT_RATE`` Hz.
+series, decimated to at most ``REPORT_RATE`` Hz. The high-rate messages (IMU and reference
+odometry in, odometry and biases out) go through ``cdr`` rather than rosbags' objects.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from mav_geometry import quaternion
-from mav_geometry.scalar import to_matrix
+from mav_geometry.scalar import multiply, to_matrix
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
 from trident_ekf.core.earth import (
     OMEGA_ECEF,
@@ -27,7 +28,7 @@ from trident_ekf.core.earth import (
 )
 from trident_ekf.core.filter import ErrorStateFilter
 from trident_ekf.core.initialization import Initializer
-from trident_ekf.tools import bagio
+from trident_ekf.tools import bagio, cdr
 from trident_ekf.tools.report import ReportSeries, write_report
 
 REPORT_RATE = 10.0  # Hz
@@ -52,6 +53,14 @@ class Datum:
         self.geodetic = (latitude, longitude, height)
         self.origin = geodetic_to_ecef(latitude, longitude, height)
         self.enu_to_ecef = enu_to_ecef_rotation(latitude, longitude)
+        x, y, z, w = quaternion.from_matrix(self.enu_to_ecef)
+        self._ecef_to_enu_quaternion = (-x, -y, -z, w)
+
+    def attitude_enu(self, q_body_to_ecef: NDArray) -> NDArray:
+        """q body->ENU with a non-negative scalar part (a quaternion product: converting the
+        rotation matrix back costs more than the rest of an output)."""
+        q = np.array(multiply(self._ecef_to_enu_quaternion, q_body_to_ecef))
+        return -q if q[3] < 0.0 else q
 
     def position_enu(self, p_ecef: NDArray) -> NDArray:
         """ENU coordinates (m): the tangent-plane rotation of p - origin (as ecef2enu)."""
@@ -84,12 +93,9 @@ class ReplaySession:
         return 0.0 if self.imu_count < 2 else self._last_imu - self._first_imu
 
     # ----- inputs -------------------------------------------------------------------------
-    def imu(self, message: Any) -> None:
-        t = bagio.stamp_ns(message) * 1e-9
-        gyro = (message.angular_velocity.x, message.angular_velocity.y,
-                message.angular_velocity.z)
-        accel = (message.linear_acceleration.x, message.linear_acceleration.y,
-                 message.linear_acceleration.z)
+    def imu(self, sample: cdr.ImuSample) -> None:
+        stamp, gyro, accel = sample
+        t = stamp * 1e-9
         self.imu_count += 1
         if self.imu_count == 1:
             self._first_imu = t
@@ -99,7 +105,7 @@ class ReplaySession:
             self.initializer.add_imu(t, gyro, accel)
             return
         if self.filter.process_imu(t, gyro, accel):
-            self._outputs(t, message)
+            self._outputs(t, stamp)
 
     def fix(self, message: Any) -> None:
         if message.status.status < 0:  # NO_FIX must not be fused
@@ -131,20 +137,17 @@ class ReplaySession:
                           rotation @ covariance @ rotation.T)
         self._pair()
 
-    def reference(self, message: Any) -> None:
+    def reference(self, stamp: int, values: NDArray) -> None:
+        """nav_msgs/Odometry as ``cdr.decode_odometry`` gives it."""
         if not self.filter.initialized or self.datum is None:
             return
-        t = bagio.stamp_ns(message) * 1e-9
+        t = stamp * 1e-9
         if t - self._last_report < 1.0 / REPORT_RATE:
             return
         self._last_report = t
-        pose = message.pose.pose
-        q = np.array([pose.orientation.x, pose.orientation.y, pose.orientation.z,
-                      pose.orientation.w])
-        v_body = message.twist.twist.linear
-        v_enu = quaternion.rotate(q, [v_body.x, v_body.y, v_body.z])
-        self.series.add_reference(t, [pose.position.x, pose.position.y, pose.position.z],
-                                  v_enu, q, self._estimate_enu())
+        q = values[cdr.ORIENTATION]
+        v_enu = quaternion.rotate(q, values[cdr.LINEAR])
+        self.series.add_reference(t, values[cdr.POSITION], v_enu, q, self._estimate_enu())
 
     # ----- GNSS pairing -------------------------------------------------------------------
     def _pair(self) -> None:
@@ -188,7 +191,7 @@ class ReplaySession:
         P = self.filter.conventional_covariance()
         return {
             "position": datum.position_enu(p_e), "velocity": R.T @ v_e,
-            "attitude": quaternion.from_matrix(C_nb),
+            "attitude": datum.attitude_enu(q_e),
             "position_cov": R.T @ P[6:9, 6:9] @ R, "velocity_cov": R.T @ P[3:6, 3:6] @ R,
             "attitude_cov": C_nb @ P[0:3, 0:3] @ C_nb.T,
             "gyro_bias": np.array(self.filter.gyro_bias),
@@ -197,7 +200,7 @@ class ReplaySession:
             "C_eb": C_eb, "v_ecef": v_e, "P_vel_ecef": P[3:6, 3:6],
         }
 
-    def _outputs(self, t: float, imu_message: Any) -> None:
+    def _outputs(self, t: float, stamp: int) -> None:
         """Odometry at the output rate; biases and the report series at ``REPORT_RATE``."""
         due_output = self.writer is not None and t - self._last_output >= self.output_period
         due_report = t - self.series.last_estimate_time >= 1.0 / REPORT_RATE
@@ -205,28 +208,31 @@ class ReplaySession:
             return
         self.filter.flush()
         estimate = self._estimate_enu()
-        stamp = bagio.stamp_ns(imu_message)
         if due_report:
             self.series.add_estimate(t, estimate)
             if self.writer is not None:
-                self.writer.write("/trident_ekf/gyro_bias", bagio.VECTOR, stamp,
-                                  bagio.vector_message(stamp, estimate["gyro_bias"]))
-                self.writer.write("/trident_ekf/accel_bias", bagio.VECTOR, stamp,
-                                  bagio.vector_message(stamp, estimate["accel_bias"]))
+                for name in ("gyro_bias", "accel_bias"):
+                    self.writer.write_cdr(f"/trident_ekf/{name}", bagio.VECTOR, stamp,
+                                          cdr.encode_stamped(stamp, ("base_link",),
+                                                             estimate[name]))
         if not due_output:
             return
         self._last_output = t
-        pose_cov = np.zeros((6, 6))
+        # Odometry fields in message order, the 6x6 covariances as views into the buffer.
+        values = np.zeros(cdr.ODOMETRY_DOUBLES)
+        values[cdr.POSITION] = estimate["position"]
+        values[cdr.ORIENTATION] = estimate["attitude"]
+        pose_cov = values[cdr.POSE_COVARIANCE].reshape(6, 6)
         pose_cov[:3, :3] = estimate["position_cov"]
         pose_cov[3:, 3:] = estimate["attitude_cov"]
         C = estimate["C_eb"]
-        twist_cov = np.zeros((6, 6))
+        values[cdr.LINEAR] = C.T @ estimate["v_ecef"]
+        values[cdr.ANGULAR] = np.array(self.filter.last_omega) - C.T @ OMEGA_ECEF
+        twist_cov = values[cdr.TWIST_COVARIANCE].reshape(6, 6)
         twist_cov[:3, :3] = C.T @ estimate["P_vel_ecef"] @ C
         twist_cov[3:, 3:] = np.eye(3) * self.filter.config.gyro_noise**2
-        omega_eb = np.array(self.filter.last_omega) - C.T @ OMEGA_ECEF
-        self.writer.write("/trident_ekf/odometry", bagio.ODOMETRY, stamp, bagio.odometry_message(
-            stamp, estimate["position"], estimate["attitude"], pose_cov,
-            C.T @ estimate["v_ecef"], omega_eb, twist_cov))
+        self.writer.write_cdr("/trident_ekf/odometry", bagio.ODOMETRY, stamp,
+                              cdr.encode_stamped(stamp, ("map", "base_link"), values))
 
     def _diagnostics(self, stamp: int, update: Any) -> Any:
         status = self.filter.status
@@ -241,20 +247,29 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
            config: FilterConfig, initializer: Initializer, output_rate: float,
            report: Path | None) -> dict:
     """Run one bag through the filter; returns the summary (and writes bag and report)."""
-    counts = bagio.topic_counts(bag)
+    types = bagio.topic_types(bag)
     for name, topic in (("imu", topics.imu), ("fix", topics.fix)):
-        if topic not in counts:
-            raise ValueError(f"the bag has no {name} topic '{topic}' (has: {sorted(counts)})")
+        if topic not in types:
+            raise ValueError(f"the bag has no {name} topic '{topic}' (has: {sorted(types)})")
+    for topic, msgtype in ((topics.imu, bagio.IMU), (topics.reference, bagio.ODOMETRY)):
+        if topic in types and types[topic][0] != msgtype:
+            raise ValueError(f"topic '{topic}' is {types[topic][0]}, not {msgtype}")
     filter_ = (TridentEKF if filter_name == "trident" else BaselineESKF)(config)
-    total = sum(counts.get(t, 0) for t in (topics.imu, topics.fix, topics.vel, topics.reference))
+    total = sum(types[t][1] for t in (topics.imu, topics.fix, topics.vel, topics.reference)
+                if t in types)
     started = time.perf_counter()
     writer = bagio.BagWriter(output) if output is not None else None
-    handlers = {topics.imu: "imu", topics.fix: "fix", topics.vel: "velocity",
-                topics.reference: "reference"}
     with writer if writer is not None else _NullContext():
         session = ReplaySession(filter_, initializer, writer, output_rate)
-        for n, (topic, _, message) in enumerate(bagio.read_messages(bag, list(handlers))):
-            getattr(session, handlers[topic])(message)
+        handlers = {topics.fix: session.fix, topics.vel: session.velocity}
+        for n, (topic, msgtype, _, raw) in enumerate(
+                bagio.read_raw(bag, [topics.imu, topics.reference, *handlers])):
+            if topic == topics.imu:
+                session.imu(cdr.decode_imu(raw))
+            elif topic == topics.reference:
+                session.reference(*cdr.decode_odometry(raw))
+            else:
+                handlers[topic](bagio.TYPESTORE.deserialize_cdr(raw, msgtype))
             if n % 20000 == 0:
                 print(f"\rreplay: {100.0 * n / max(total, 1):5.1f} %", end="", file=sys.stderr,
                       flush=True)
@@ -281,7 +296,8 @@ class _NullContext:
         return None
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line of trident-replay (exits with a usage error on bad arguments)."""
     parser = argparse.ArgumentParser(
         prog="trident-replay",
         description="Run the trident-quaternion EKF over a rosbag2 (IMU + GNSS) as fast as "
@@ -304,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--level-duration", type=float, default=1.0,
                         help="static levelling window at the start, s (default 1)")
     parser.add_argument("--output-rate", type=float, default=50.0,
-                        help="odometry output rate, Hz (default 50)")
+                        help="odometry output rate, Hz (default 50; at most one per IMU "
+                             "sample; biases are written at 10 Hz, diagnostics per fix)")
     parser.add_argument("--gyro-noise", type=float, default=5e-3,
                         help="gyro white noise, rad/s/sqrt(Hz) (default 5e-3: a vibrating "
                              "multirotor, several times the datasheet value)")
@@ -324,17 +341,26 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no such bag: {args.bag}")
     if not args.output_rate > 0.0:
         parser.error(f"--output-rate must be > 0 Hz, got {args.output_rate}")
+    return args
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Replay as ``args`` (from ``parse_args``) say; returns the summary."""
+    initializer = Initializer(level_duration=args.level_duration,
+                              yaw=None if args.yaw is None else math.radians(args.yaw))
+    config = FilterConfig(gyro_noise=args.gyro_noise, accel_noise=args.accel_noise,
+                          gyro_bias_walk=args.gyro_bias_walk,
+                          accel_bias_walk=args.accel_bias_walk,
+                          lever_arm=tuple(args.lever_arm))
+    return replay(args.bag, args.output, Topics(args.imu_topic, args.fix_topic,
+                                                args.vel_topic, args.reference_topic),
+                  args.filter, config, initializer, args.output_rate, args.report)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     try:
-        initializer = Initializer(
-            level_duration=args.level_duration,
-            yaw=None if args.yaw is None else math.radians(args.yaw))
-        config = FilterConfig(gyro_noise=args.gyro_noise, accel_noise=args.accel_noise,
-                              gyro_bias_walk=args.gyro_bias_walk,
-                              accel_bias_walk=args.accel_bias_walk,
-                              lever_arm=tuple(args.lever_arm))
-        summary = replay(args.bag, args.output, Topics(args.imu_topic, args.fix_topic,
-                                                       args.vel_topic, args.reference_topic),
-                         args.filter, config, initializer, args.output_rate, args.report)
+        summary = run(args)
     except ValueError as error:
         print(f"trident-replay: {error}", file=sys.stderr)
         return 1
