@@ -67,6 +67,12 @@ def _midpoint(v: Vector3, p: Vector3, cf: Vector3, dt: float) -> tuple[Vector3, 
     return vm, pm, g
 
 
+def _z_rotation_times(s: float, c: float, b: Quaternion) -> Quaternion:
+    """``(0, 0, s, c) b``: the Earth increment is a rotation about z, so 8 products suffice."""
+    bx, by, bz, bw = b
+    return (c * bx - s * by, c * by + s * bx, c * bz + s * bw, c * bw - s * bz)
+
+
 class TridentIntegrator:
     """q_k = E q_{k-1} B (notes 4.4): body increment B, Earth increment E, then normalize."""
 
@@ -107,10 +113,10 @@ class TridentIntegrator:
         y1 = multiply((t1[0] + D1[0], t1[1] + D1[1], t1[2] + D1[2], t1[3] + D1[3]), qb)
         y2 = multiply(D2, qb)
         # z = E y = (qe yp, qe y1 + ae/2 qe yp, qe y2 + be/2 qe yp); qe is a z-rotation.
-        zp = multiply((0.0, 0.0, s, c), yp)
-        z1a = multiply((0.0, 0.0, s, c), y1)
+        zp = _z_rotation_times(s, c, yp)
+        z1a = _z_rotation_times(s, c, y1)
         z1b = pure_multiply(ae, zp)
-        z2a = multiply((0.0, 0.0, s, c), y2)
+        z2a = _z_rotation_times(s, c, y2)
         z2b = pure_multiply(be, zp)
         return normalize_trident(
             zp,
