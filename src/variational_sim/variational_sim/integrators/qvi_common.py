@@ -9,7 +9,8 @@ from numpy.typing import ArrayLike
 
 from mav_geometry import quaternion as Q
 from mav_geometry.arrays import FloatArray
-from variational_sim.integrators.base import NoSolutionError
+from variational_sim.integrators.base import NoSolutionError, check_step_size
+from variational_sim.models.coupled_body import CoupledBodyState, CoupledModel
 
 StepEquations = tuple[Callable[[FloatArray], FloatArray], Callable[[FloatArray], FloatArray]]
 """Residual ``R(z)`` of a step's equations and its Jacobian ``dR/dz``."""
@@ -51,3 +52,35 @@ def newton(residual: Callable[[FloatArray], FloatArray],
             return z, iteration + 1
     raise NoSolutionError(f"{name} Newton did not converge in {max_iterations} iterations; "
                           "reduce the step size")
+
+
+class QuaternionVariationalIntegrator:
+    """What both QVIs share: settings, and solving a step's equations for ``(v, w)``.
+
+    Subclasses provide ``residual_and_jacobian(state, inputs)`` and the update.
+    """
+
+    name = "QVI"
+
+    def __init__(self, model: CoupledModel, step_size: float, tolerance: float = 1e-14,
+                 max_iterations: int = 30) -> None:
+        self.model = model
+        self.step_size = check_step_size(step_size)
+        self.tolerance = tolerance
+        self.max_iterations = max_iterations
+        self.last_iterations = 0
+
+    def residual_and_jacobian(self, state: CoupledBodyState,
+                              inputs: ArrayLike | None = None) -> StepEquations:
+        """``(R(z), J(z))`` callables of the step at ``state`` (exposed for checks)."""
+        raise NotImplementedError
+
+    def _solve(self, state: CoupledBodyState,
+               inputs: ArrayLike | None) -> tuple[FloatArray, FloatArray]:
+        """Body-frame velocities ``(v, w)`` of the step, from the previous ones as guess."""
+        residual, jacobian = self.residual_and_jacobian(state, inputs)
+        z, self.last_iterations = newton(
+            residual, jacobian, np.concatenate([state.velocity, state.rate]),
+            float(np.linalg.norm(state.momentum)), self.tolerance, self.max_iterations,
+            self.name)
+        return z[:3], z[3:]

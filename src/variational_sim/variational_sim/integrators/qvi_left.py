@@ -19,22 +19,19 @@ from numpy.typing import ArrayLike
 
 from mav_geometry import quaternion as Q
 from mav_geometry.arrays import FloatArray
-from variational_sim.integrators.base import check_step_size
-from variational_sim.integrators.qvi_common import StepEquations, newton, node_impulse_wrench
-from variational_sim.models.coupled_body import CoupledBodyState, CoupledModel
+from variational_sim.integrators.qvi_common import (
+    QuaternionVariationalIntegrator,
+    StepEquations,
+    node_impulse_wrench,
+)
+from variational_sim.models.coupled_body import CoupledBodyState
 from variational_sim.models.rigid_body import skew
 
 
-class LeftRectangleQVI:
+class LeftRectangleQVI(QuaternionVariationalIntegrator):
     """Left-rectangle QVI stepping ``CoupledBodyState``; inputs: held body wrench (tau_B, F_B)."""
 
-    def __init__(self, model: CoupledModel, step_size: float, tolerance: float = 1e-14,
-                 max_iterations: int = 30) -> None:
-        self.model = model
-        self.step_size = check_step_size(step_size)
-        self.tolerance = tolerance
-        self.max_iterations = max_iterations
-        self.last_iterations = 0
+    name = "left-rectangle QVI"
 
     def residual_and_jacobian(self, state: CoupledBodyState,
                               inputs: ArrayLike | None = None) -> StepEquations:
@@ -69,12 +66,7 @@ class LeftRectangleQVI:
     def step(self, state: CoupledBodyState, inputs: ArrayLike | None = None) -> CoupledBodyState:
         """One step of ``step_size`` seconds."""
         h = self.step_size
-        residual, jacobian = self.residual_and_jacobian(state, inputs)
-        z, self.last_iterations = newton(
-            residual, jacobian, np.concatenate([state.velocity, state.rate]),
-            float(np.linalg.norm(state.momentum)), self.tolerance, self.max_iterations,
-            "left-rectangle QVI")
-        v, w = z[:3], z[3:]
+        v, w = self._solve(state, inputs)
         c = self.model.coefficients(state.time)
         d1, d2 = c.d1(v, w), c.d2(v, w)
         attitude = Q.multiply(state.attitude, Q.from_rotation_vector(h * w))

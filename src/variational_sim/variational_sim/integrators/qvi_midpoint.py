@@ -24,23 +24,24 @@ from numpy.typing import ArrayLike
 from mav_geometry import quaternion as Q
 from mav_geometry.arrays import FloatArray
 from mav_geometry.groups import SO3
-from variational_sim.integrators.base import check_step_size
-from variational_sim.integrators.qvi_common import StepEquations, newton, node_impulse_wrench
+from variational_sim.integrators.qvi_common import (
+    QuaternionVariationalIntegrator,
+    StepEquations,
+    node_impulse_wrench,
+)
 from variational_sim.models.coupled_body import CoupledBodyState, CoupledModel
 from variational_sim.models.rigid_body import skew
 
 
-class MidpointQVI:
+class MidpointQVI(QuaternionVariationalIntegrator):
     """Midpoint QVI stepping ``CoupledBodyState``; inputs: held body wrench (tau_B, F_B)."""
+
+    name = "midpoint QVI"
 
     def __init__(self, model: CoupledModel, step_size: float, tolerance: float = 1e-14,
                  max_iterations: int = 30, coupling_factor: float = 0.5) -> None:
-        self.model = model
-        self.step_size = check_step_size(step_size)
-        self.tolerance = tolerance
-        self.max_iterations = max_iterations
+        super().__init__(model, step_size, tolerance, max_iterations)
         self.coupling_factor = coupling_factor
-        self.last_iterations = 0
 
     def residual_and_jacobian(self, state: CoupledBodyState,
                               inputs: ArrayLike | None = None) -> StepEquations:
@@ -76,12 +77,7 @@ class MidpointQVI:
     def step(self, state: CoupledBodyState, inputs: ArrayLike | None = None) -> CoupledBodyState:
         """One step of ``step_size`` seconds."""
         h = self.step_size
-        residual, jacobian = self.residual_and_jacobian(state, inputs)
-        z, self.last_iterations = newton(
-            residual, jacobian, np.concatenate([state.velocity, state.rate]),
-            float(np.linalg.norm(state.momentum)), self.tolerance, self.max_iterations,
-            "midpoint QVI")
-        v, w = z[:3], z[3:]
+        v, w = self._solve(state, inputs)
         c = self.model.coefficients(state.time + 0.5 * h)
         d1 = c.d1(v, w)
         midpoint = Q.multiply(state.attitude, Q.from_rotation_vector(0.5 * h * w))
