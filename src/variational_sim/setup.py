@@ -21,6 +21,7 @@ setup(
             "hopper-passive-swing = variational_sim.experiments.passive_swing:main",
             "hopper-pd-manoeuvre = variational_sim.experiments.pd_manoeuvre:main",
             "hopper-drop-test = variational_sim.experiments.drop_test:main",
+            "hopper-hop = variational_sim.experiments.hop:main",
         ],
     },
     maintainer="Trident suite maintainers",

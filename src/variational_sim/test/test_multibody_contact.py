@@ -64,13 +64,16 @@ def test_ball_gap_and_complementarity_at_rest() -> None:
 
 
 def test_drop_test_lands_without_penetration_or_rebound() -> None:
-    result = drop_test.simulate(step=0.002, duration=0.4)
+    result = drop_test.simulate(step=0.002, duration=1.2)
     assert result.gap.min() > -1e-9
     assert np.abs(result.complementarity).max() < 1e-9
     assert np.all(result.normal_force > -1e-9)
     landed = result.times > result.times[np.argmax(result.normal_force > 1.0)]
-    # inelastic: once landed the foot stays down and the base does not bounce
+    # inelastic, and the PD-held leg does not throw the robot back up: the foot stays down
     assert result.gap[landed].max() < 1e-9
-    assert np.ptp(result.base_height[landed]) < 1e-9
-    assert result.normal_force[landed][-20:] == pytest.approx(result.weight, rel=1e-6)
+    # the leg yields on impact (motors at their current limit), then the hold brings the
+    # robot to rest at its standing height, carried by the ground
+    assert result.base_height.min() < result.base_height[-1] - 0.05
+    assert np.ptp(result.base_height[-20:]) < 1e-5
+    assert result.normal_force[-20:] == pytest.approx(result.weight, rel=1e-3)
     assert result.weight == pytest.approx(7.7248 * 9.807, rel=1e-4)

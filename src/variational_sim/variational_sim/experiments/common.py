@@ -1,4 +1,4 @@
-"""Shared pieces of the experiment scripts: output folder and the figure backend."""
+"""Shared pieces of the experiment scripts: output folder, figure backend, pose hold."""
 
 from __future__ import annotations
 
@@ -6,6 +6,12 @@ import argparse
 from pathlib import Path
 
 import matplotlib
+import numpy as np
+
+from mav_geometry.arrays import FloatArray
+from variational_sim.multibody.integrator import MultibodyState
+from variational_sim.multibody.kinematics import joint_angle
+from variational_sim.multibody.mechanism import Mechanism
 
 matplotlib.use("Agg")  # scripts write files; no display needed
 
@@ -24,3 +30,19 @@ def output_dir(path: Path) -> Path:
     """Create the output folder and return it."""
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def hold_commands(mechanism: Mechanism, state: MultibodyState,
+                  targets_deg: dict[str, float], gain: float) -> FloatArray:
+    """Motor commands in [-1, 1] holding the actuated joints at ``targets_deg`` (deg).
+
+    ``gain`` (N m/rad) sets the stall torque per unit angle error, saturating at full
+    voltage; the damping comes from the motor's back-EMF line (and the drives' speed
+    loop), solved implicitly by the integrator (``motor_commands``).
+    """
+    commands = []
+    for actuator in mechanism.actuators:
+        error = (np.radians(targets_deg[actuator.joint])
+                 - joint_angle(mechanism, actuator.joint, state.quaternions))
+        commands.append(gain * float(error) / actuator.peak_torque)
+    return np.clip(commands, -1.0, 1.0)

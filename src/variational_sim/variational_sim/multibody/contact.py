@@ -45,8 +45,10 @@ class ContactVariationalMultibody(VariationalMultibody):
     """``VariationalMultibody`` with the mechanism's sphere-ground contacts."""
 
     def __init__(self, mechanism: Mechanism, step_size: float, tolerance: float = 1e-10,
-                 max_iterations: int = 100) -> None:
-        super().__init__(mechanism, step_size, tolerance, max_iterations)
+                 max_iterations: int = 100, motor_commands: bool = False,
+                 speed_feedback: float = 0.0) -> None:
+        super().__init__(mechanism, step_size, tolerance, max_iterations, motor_commands,
+                         speed_feedback)
         self._contacts = [(mechanism.index(c.body), c.point, c.radius, c.friction)
                           for c in mechanism.contacts]
 
@@ -83,15 +85,17 @@ class ContactVariationalMultibody(VariationalMultibody):
     # -- step --------------------------------------------------------------------------
 
     def _solve(
-        self, state: MultibodyState, target: FloatArray, jacobian_k: FloatArray
+        self, state: MultibodyState, target: FloatArray, jacobian_k: FloatArray,
+        commands: FloatArray,
     ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
         if not self._near_ground(state):
-            x1, q1, multipliers = self._newton(state, target, jacobian_k)
+            x1, q1, multipliers = self._newton(state, target, jacobian_k, commands)
             return x1, q1, multipliers, np.zeros((len(self._contacts), 3))
-        return self._interior_point(state, target, jacobian_k)
+        return self._interior_point(state, target, jacobian_k, commands)
 
     def _interior_point(
-        self, state: MultibodyState, target: FloatArray, jacobian_k: FloatArray
+        self, state: MultibodyState, target: FloatArray, jacobian_k: FloatArray,
+        commands: FloatArray,
     ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
         h = self.step_size
         x0, q0 = state.positions, state.quaternions
@@ -116,7 +120,9 @@ class ContactVariationalMultibody(VariationalMultibody):
         for iteration in range(self.max_iterations):
             start, _ = momenta(x0, q0, x1, q1, self._masses, self._inertias, h)
             centres1, jacobians1 = self.centres(x1, q1)
-            residual_dyn = start.reshape(-1) - target - h * jacobian_k.T @ multipliers
+            actuation, actuation_jacobian, _ = self._actuation(q0, q1, commands)
+            residual_dyn = (start.reshape(-1) - target - actuation
+                            - h * jacobian_k.T @ multipliers)
             residual_c, jacobian1 = self.constraints.evaluate(x1, q1)
             residual_contact = np.zeros((count, PAIRS))
             for i in range(count):
@@ -139,9 +145,9 @@ class ContactVariationalMultibody(VariationalMultibody):
             # assemble [dyn; c; contact equalities; complementarity] in
             # unknowns [dq (tangent), dlambda (rows), dw (PAIRS c), ds (PAIRS c)]
             blocks = start_momentum_jacobian(q0, q1, self._masses, self._inertias, h)
-            matrix[:tangent, :tangent] = 0.0
+            matrix[:tangent, :tangent] = -actuation_jacobian
             for body, block in enumerate(blocks):
-                matrix[6 * body:6 * body + 6, 6 * body:6 * body + 6] = block
+                matrix[6 * body:6 * body + 6, 6 * body:6 * body + 6] += block
             matrix[tangent:tangent + rows, :tangent] = jacobian1
             rhs = -np.concatenate([residual_dyn, residual_c,
                                    residual_contact.reshape(-1), np.zeros(PAIRS * count)])

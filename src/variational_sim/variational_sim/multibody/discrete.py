@@ -67,6 +67,21 @@ def start_momentum_jacobian(
     return result
 
 
+def body_rates(
+    quaternions: FloatArray, next_quaternions: FloatArray, step_size: float,
+) -> tuple[FloatArray, FloatArray]:
+    """Mean body-frame angular velocities over the step (n, 3, rad/s) and their Jacobians.
+
+    ``omega = 2 v / h`` (``v`` the vector part of the relative rotation, ``2 v`` the
+    rotation vector to third order). The Jacobians (n, 3, 3) are with respect to the
+    rotation increments ``dtheta_{k+1}`` of the end attitudes: ``(w I + [v]x) / h``.
+    """
+    f = _relative(quaternions, next_quaternions)
+    v, w = f[:, :3], f[:, 3]
+    jacobians = (w[:, None, None] * np.eye(3) + _skew(v)) / step_size
+    return 2.0 * v / step_size, jacobians
+
+
 def _cross(a: FloatArray, b: FloatArray) -> FloatArray:
     """Row-wise ``a x b`` of (n, 3) arrays (``np.cross`` costs more at this size)."""
     return np.stack([a[:, 1] * b[:, 2] - a[:, 2] * b[:, 1],

@@ -23,16 +23,42 @@ def gravity_wrench(mechanism: Mechanism) -> FloatArray:
     return result
 
 
-def actuator_wrench(mechanism: Mechanism, torques: FloatArray) -> FloatArray:
-    """Joint couples of the actuators, (n, 6); ``torques`` (N m) in actuator order."""
-    result = np.zeros((len(mechanism.bodies), 6))
-    for actuator, torque in zip(mechanism.actuators, torques, strict=True):
+def couple_matrix(mechanism: Mechanism) -> FloatArray:
+    """Map (6 n, m) from actuator torques (N m) to the flattened (n, 6) wrench.
+
+    Column ``j`` holds ``+axis`` on the child's torque rows and ``-axis`` on the
+    parent's (body frames). Its transpose maps flattened body-frame angular velocities
+    (rad/s, linear rows ignored) to the joint speeds (rad/s), so the actuator power is
+    ``torques . speeds``.
+    """
+    result = np.zeros((len(mechanism.bodies), 6, len(mechanism.actuators)))
+    for column, actuator in enumerate(mechanism.actuators):
         joint = mechanism.joint(actuator.joint)
         a, b = mechanism.index(joint.parent), mechanism.index(joint.child)
-        result[b, :3] += torque * joint.child_axis
+        result[b, :3, column] += joint.child_axis
         if a >= 0:
-            result[a, :3] -= torque * joint.axis
-    return result
+            result[a, :3, column] -= joint.axis
+    return result.reshape(6 * len(mechanism.bodies), len(mechanism.actuators))
+
+
+def motor_torques(
+    mechanism: Mechanism, commands: FloatArray, speeds: FloatArray, feedback: float = 0.0,
+) -> tuple[FloatArray, FloatArray]:
+    """Torques (N m) on each actuator's back-EMF line and their slopes (N m s/rad).
+
+    ``commands`` in [-1, 1] (fraction of the supply voltage), ``speeds`` joint speeds
+    (rad/s): ``tau = peak (command - speed / no_load_speed) - feedback speed`` saturated
+    at the current limit ``+-peak``; ``feedback`` (N m s/rad, >= 0) is the drive's own
+    speed loop. The slope ``d tau / d speed`` is ``-(peak / no_load_speed + feedback)``
+    on the line and zero where saturated. For commands in [-1, 1] the torque stays
+    inside the envelope of ``Actuator.limits`` (the feedback only brakes).
+    """
+    peaks = np.array([actuator.peak_torque for actuator in mechanism.actuators])
+    gains = feedback + peaks / np.array([a.no_load_speed for a in mechanism.actuators])
+    line = peaks * commands - gains * speeds
+    torques = np.clip(line, -peaks, peaks)
+    slopes = np.where(np.abs(line) < peaks, -gains, 0.0)
+    return torques, slopes
 
 
 def joint_speeds(

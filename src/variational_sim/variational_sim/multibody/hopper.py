@@ -65,8 +65,8 @@ def with_vertical_guide(mechanism: Mechanism) -> Mechanism:
 def with_locked_joints(mechanism: Mechanism, angles_deg: dict[str, float]) -> Mechanism:
     """The mechanism with the named revolute joints welded at the given angles (deg).
 
-    Their actuators are removed. With both hips locked the leg is rigid (a drop test
-    "with the leg held", without the stiffness limit of an explicit PD on light links).
+    Their actuators are removed. With both hips locked the leg is rigid (the
+    benchmark's standing hopper, a contact case without leg dynamics).
     """
     joints = tuple(
         replace(joint, type="fixed", orientation=Q.multiply(

@@ -8,7 +8,11 @@ Euler-Lagrange equations in momentum form, constraint forces at ``q_k``):
 
 with ``p^+``/``p^-`` the discrete Legendre transforms of ``discrete``, ``C`` the
 tangent-space constraint Jacobian of ``constraints`` and ``F`` gravity plus actuator
-couples. The state carries the node momentum ``p_k``; starting it from the physical
+couples. With ``motor_commands`` the actuator torque of a step is an implicit function of
+the step's own joint speed (the motor's back-EMF line, see ``forces.motor_torques``):
+its derivative enters the Newton matrix, so the stiff electrical damping of a
+saturating motor on light links neither chatters nor needs small steps, and the torque
+stays a pure couple. The state carries the node momentum ``p_k``; starting it from the physical
 initial momentum ``(J omega_0, m v_0)`` is the discrete Legendre transform
 initialization (no half-step lag, notes erratum 4). The unknowns ``(q_{k+1}, lambda)``
 are found by Newton on the KKT system ``[[A, -h C_k^T], [C_{k+1}, 0]]`` with
@@ -26,12 +30,13 @@ from mav_geometry import quaternion as Q
 from mav_geometry.arrays import FloatArray
 from variational_sim.integrators.base import NoSolutionError, check_step_size
 from variational_sim.multibody.constraints import ConstraintSet
-from variational_sim.multibody.discrete import momenta, start_momentum_jacobian
+from variational_sim.multibody.discrete import body_rates, momenta, start_momentum_jacobian
 from variational_sim.multibody.forces import (
-    actuator_wrench,
+    couple_matrix,
     gravity_wrench,
     joint_speeds,
     limit_torques,
+    motor_torques,
 )
 from variational_sim.multibody.kinematics import inverse_mass_matrix, project_velocities
 from variational_sim.multibody.mechanism import Mechanism
@@ -71,16 +76,32 @@ class VariationalMultibody:
 
     def __init__(
         self, mechanism: Mechanism, step_size: float,
-        tolerance: float = 1e-12, max_iterations: int = 30,
+        tolerance: float = 1e-12, max_iterations: int = 30, motor_commands: bool = False,
+        speed_feedback: float = 0.0,
     ) -> None:
         """``tolerance``: Newton stop on the constraint violation (m) and on the momentum
-        residual relative to ``max(1, |p|)`` (N s)."""
+        residual relative to ``max(1, |p|)`` (N s). ``motor_commands``: step inputs are
+        motor voltage commands in [-1, 1] driving the implicit back-EMF model instead of
+        torques (N m) clamped explicitly at the start of the step. ``speed_feedback``
+        (N m s/rad): damping of the motor drives' speed loop, added to the back-EMF slope
+        and solved implicitly like it (the derivative term of a joint PD whose gain
+        would make an explicit loop unstable on the light links)."""
+        if speed_feedback < 0.0 or (speed_feedback > 0.0 and not motor_commands):
+            raise ValueError("speed_feedback must be >= 0 and needs motor_commands")
+        if motor_commands and not all(np.isfinite(a.peak_torque) and np.isfinite(a.no_load_speed)
+                                      for a in mechanism.actuators):
+            raise ValueError("motor_commands needs a finite peak_torque and no_load_speed "
+                             "on every actuator")
         self.mechanism = mechanism
         self.step_size = check_step_size(step_size)
         self.tolerance = tolerance
         self.max_iterations = max_iterations
         self.constraints = ConstraintSet(mechanism)
         self.statistics = NewtonStatistics()
+        self.motor_commands = motor_commands
+        self.speed_feedback = float(speed_feedback)
+        self._couples = couple_matrix(mechanism)
+        self._no_coupling = np.zeros((self._couples.shape[0],) * 2)
         self._masses = mechanism.masses
         self._inertias = mechanism.inertias
         self._inverse_inertias = np.linalg.inv(self._inertias)
@@ -134,13 +155,18 @@ class VariationalMultibody:
         angular = np.sum(np.cross(state.positions, linear) + spin, axis=0)
         return np.sum(linear, axis=0), angular
 
-    def applied_torques(self, state: MultibodyState, inputs: ArrayLike | None) -> FloatArray:
-        """Commanded actuator torques (N m) clamped to the torque-speed envelope."""
+    def step_inputs(self, state: MultibodyState, inputs: ArrayLike | None) -> FloatArray:
+        """Validated inputs of a step: motor commands in [-1, 1] with ``motor_commands``,
+        else the commanded torques (N m) clamped to the torque-speed envelope at the
+        node's joint speeds."""
         count = len(self.mechanism.actuators)
         command = np.zeros(count) if inputs is None else np.asarray(inputs, dtype=float)
-        if command.shape != (count,) or not np.all(np.isfinite(command)):
-            raise ValueError(f"inputs must be {count} finite actuator torques (N m), "
-                             f"got {inputs!r}")
+        unit = "motor commands in [-1, 1]" if self.motor_commands else "actuator torques (N m)"
+        if (command.shape != (count,) or not np.all(np.isfinite(command))
+                or (self.motor_commands and np.any(np.abs(command) > 1.0))):
+            raise ValueError(f"inputs must be {count} finite {unit}, got {inputs!r}")
+        if self.motor_commands:
+            return command
         omega = np.einsum("nij,nj->ni", self._inverse_inertias, state.momenta[:, :3])
         speeds = joint_speeds(self.mechanism, state.quaternions, omega)
         return limit_torques(self.mechanism, command, speeds)
@@ -148,26 +174,52 @@ class VariationalMultibody:
     # -- step ------------------------------------------------------------------------------
 
     def step(self, state: MultibodyState, inputs: ArrayLike | None = None) -> MultibodyState:
-        """One step with actuator torques ``inputs`` (N m, actuator order) held over it."""
+        """One step with ``inputs`` (actuator order) held over it: torques (N m), or motor
+        commands in [-1, 1] with ``motor_commands``."""
         h = self.step_size
-        torques = self.applied_torques(state, inputs)
-        wrench = self._gravity + actuator_wrench(self.mechanism, torques)
+        commands = self.step_inputs(state, inputs)
         x0, q0 = state.positions, state.quaternions
-        target = (state.momenta + 0.5 * h * wrench).reshape(-1)
+        target = (state.momenta + 0.5 * h * self._gravity).reshape(-1)
         _, jacobian_k = self.constraints.evaluate(x0, q0)
-        x1, q1, multipliers, impulses = self._solve(state, target, jacobian_k)
+        x1, q1, multipliers, impulses = self._solve(state, target, jacobian_k, commands)
         _, end = momenta(x0, q0, x1, q1, self._masses, self._inertias, h)
+        actuation, _, torques = self._actuation(q0, q1, commands)
         return replace(
             state, time=state.time + h, positions=x1, quaternions=q1,
-            momenta=end + 0.5 * h * wrench, multipliers=multipliers, torques=torques,
-            contact_impulses=impulses,
+            momenta=end + 0.5 * h * self._gravity + actuation.reshape(-1, 6),
+            multipliers=multipliers, torques=torques, contact_impulses=impulses,
         )
 
+    def _actuation(
+        self, q0: FloatArray, q1: FloatArray, commands: FloatArray
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Actuator impulse at each end of the step, ``(h/2) B tau`` (6 n), its derivative
+        with respect to the end increments ``(dtheta, dr)_{k+1}`` (6 n, 6 n) and ``tau``
+        (N m). Explicit torques are constant over the step (zero derivative)."""
+        h = self.step_size
+        if not self.motor_commands:
+            return 0.5 * h * self._couples @ commands, self._no_coupling, commands
+        rates, rate_jacobians = body_rates(q0, q1, h)
+        velocities = np.zeros((len(self._masses), 6))
+        velocities[:, :3] = rates
+        speeds = self._couples.T @ velocities.reshape(-1)
+        torques, slopes = motor_torques(self.mechanism, commands, speeds, self.speed_feedback)
+        # d speeds / d increments: B^T restricted to each body's angular rows
+        per_body = self._couples.T.reshape(len(commands), -1, 6)[:, :, :3]
+        speed_jacobian = np.zeros((len(commands), len(self._masses), 6))
+        speed_jacobian[:, :, :3] = np.einsum("mni,nij->mnj", per_body, rate_jacobians)
+        jacobian = 0.5 * h * self._couples @ (slopes[:, None]
+                                              * speed_jacobian.reshape(len(commands), -1))
+        return 0.5 * h * self._couples @ torques, jacobian, torques
+
     def _solve(
-        self, state: MultibodyState, target: FloatArray, jacobian_k: FloatArray
+        self, state: MultibodyState, target: FloatArray, jacobian_k: FloatArray,
+        commands: FloatArray,
     ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-        """``(q_{k+1}, lambda)`` of the contact-free step, and no contact impulses."""
-        x1, q1, multipliers = self._newton(state, target, jacobian_k)
+        """``(q_{k+1}, lambda)`` of the contact-free step, and no contact impulses.
+
+        ``target``: node momentum plus the half-step gravity impulse (6 n, N s)."""
+        x1, q1, multipliers = self._newton(state, target, jacobian_k, commands)
         return x1, q1, multipliers, np.zeros((0, 3))
 
     def _guess(self, state: MultibodyState) -> tuple[FloatArray, FloatArray]:
@@ -179,7 +231,8 @@ class VariationalMultibody:
         return x1, q1
 
     def _newton(
-        self, state: MultibodyState, target: FloatArray, jacobian_k: FloatArray
+        self, state: MultibodyState, target: FloatArray, jacobian_k: FloatArray,
+        commands: FloatArray,
     ) -> tuple[FloatArray, FloatArray, FloatArray]:
         h = self.step_size
         x0, q0 = state.positions, state.quaternions
@@ -194,7 +247,8 @@ class VariationalMultibody:
         kkt[:tangent, tangent:] = impulse_map
         for iteration in range(self.max_iterations + 1):
             start, _ = momenta(x0, q0, x1, q1, self._masses, self._inertias, h)
-            residual_p = start.reshape(-1) - target + impulse_map @ multipliers
+            actuation, actuation_jacobian, _ = self._actuation(q0, q1, commands)
+            residual_p = start.reshape(-1) - target - actuation + impulse_map @ multipliers
             residual_c, jacobian = self.constraints.evaluate(x1, q1)
             if (np.max(np.abs(residual_c), initial=0.0) <= self.tolerance
                     and np.max(np.abs(residual_p)) <= momentum_tolerance):
@@ -203,8 +257,9 @@ class VariationalMultibody:
             if iteration == self.max_iterations:
                 break
             blocks = start_momentum_jacobian(q0, q1, self._masses, self._inertias, h)
+            kkt[:tangent, :tangent] = -actuation_jacobian
             for i, block in enumerate(blocks):
-                kkt[6 * i:6 * i + 6, 6 * i:6 * i + 6] = block
+                kkt[6 * i:6 * i + 6, 6 * i:6 * i + 6] += block
             kkt[tangent:, :tangent] = jacobian
             delta = np.linalg.solve(kkt, -np.concatenate([residual_p, residual_c]))
             increments = delta[:tangent].reshape(-1, 6)

@@ -1,0 +1,160 @@
+"""Experiment (d): a vertical hop of the Fly-Hopper driven by its hip motors.
+
+The base is kept upright on a vertical guide (free in z) and starts at rest with the
+foot on the ground in the nominal pose. The hip motors follow their back-EMF line
+(torque = peak (command - speed / no-load speed), saturated at the peak torque), solved
+implicitly inside each step. Push: full command opening the leg (hip0 up, hip2 down)
+until the hips are ``EXTENDED_DEG`` apart. Then a proportional command on the motor
+voltage brings the hips to ``LANDING_DEG`` for the flight and the landing (a leg longer
+than the nominal pose, for stroke to absorb the impact); the back-EMF line supplies the
+damping, and the motors brake at their current limit on touch-down. Contact: the
+interior point of ``multibody.contact``. Reports the apex height of the base and of the
+centre of mass and the flight time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from mav_geometry.arrays import FloatArray
+from variational_sim.experiments.common import hold_commands, output_dir, parser
+from variational_sim.multibody.contact import ContactVariationalMultibody
+from variational_sim.multibody.hopper import (
+    load_hopper,
+    nominal_configuration,
+    with_vertical_guide,
+)
+from variational_sim.multibody.integrator import MultibodyState
+from variational_sim.multibody.kinematics import joint_angle
+
+EXTENDED_DEG = 60.0
+"""Hip separation hip2 - hip0 (deg) that ends the push (nominal 120, flat leg 0)."""
+LANDING_DEG = {"hip0": 55.0, "hip2": 125.0}
+"""Hip angles (deg) held from the end of the push through flight and landing."""
+HOLD_GAIN = 200.0
+"""Proportional gain of the pose hold (N m of stall torque per rad of hip error)."""
+CONTACT_FORCE = 1e-6
+"""Normal force (N) above which the foot counts as on the ground (the interior point
+leaves impulses at its complementarity tolerance on a foot just above the ground)."""
+PUSH_COMMAND = np.array([1.0, -1.0])
+"""Motor commands of the push (hip0, hip2): both hips turn toward the leg's axis."""
+
+
+@dataclass(frozen=True)
+class HopResult:
+    """Time series (s) of base height (m), centre-of-mass height (m), normal contact
+    force (N, mean over each step) and motor torques (N m, actuator order), plus the
+    hop figures: start base height, apex base height, apex centre-of-mass rise above
+    lift-off and the ballistic prediction ``v_z^2 / (2 g)`` from the lift-off
+    centre-of-mass speed (m), lift-off and touch-down times (s)."""
+
+    times: FloatArray
+    base_height: FloatArray
+    com_height: FloatArray
+    normal_force: FloatArray
+    torques: FloatArray
+    start_height: float
+    apex_height: float
+    com_rise: float
+    ballistic_rise: float
+    liftoff: float
+    touchdown: float
+
+    @property
+    def flight_time(self) -> float:
+        """Time between lift-off and touch-down (s)."""
+        return self.touchdown - self.liftoff
+
+
+def standing_state(integrator: ContactVariationalMultibody) -> MultibodyState:
+    """Rest in the nominal pose with the foot sphere just touching the ground."""
+    positions, quaternions = nominal_configuration(integrator.mechanism)
+    state = integrator.initial_state(positions, quaternions, np.zeros((5, 6)))
+    lowered = positions - np.array([0.0, 0.0, float(integrator.gaps(state)[0])])
+    return integrator.initial_state(lowered, quaternions, np.zeros((5, 6)))
+
+
+def simulate(step: float = 0.001, duration: float = 1.0) -> HopResult:
+    """Run the hop for ``duration`` seconds with steps of ``step`` seconds."""
+    hopper = with_vertical_guide(load_hopper())
+    integrator = ContactVariationalMultibody(hopper, step, motor_commands=True)
+    state = standing_state(integrator)
+    start_height = float(state.positions[0, 2])
+    masses = hopper.masses
+    weight = float(-masses.sum() * hopper.gravity[2])
+    pushing = True
+    liftoff = touchdown = float("nan")
+    liftoff_com, liftoff_speed = 0.0, 0.0
+    times, heights, coms, forces, torques = [], [], [], [], []
+    for _ in range(round(duration / step)):
+        separation = np.degrees(joint_angle(hopper, "hip2", state.quaternions)
+                                - joint_angle(hopper, "hip0", state.quaternions))
+        pushing = pushing and separation > EXTENDED_DEG
+        commands = PUSH_COMMAND if pushing else hold_commands(hopper, state, LANDING_DEG, HOLD_GAIN)
+        state = integrator.step(state, commands)
+        normal = float(state.contact_impulses[0, 2]) / step
+        com = float(masses @ state.positions[:, 2] / masses.sum())
+        if np.isnan(liftoff) and normal <= CONTACT_FORCE:
+            liftoff = state.time
+            liftoff_com = com
+            liftoff_speed = float(state.momenta[:, 5].sum() / masses.sum())
+        elif not np.isnan(liftoff) and np.isnan(touchdown) and normal > CONTACT_FORCE:
+            touchdown = state.time
+        times.append(state.time)
+        heights.append(float(state.positions[0, 2]))
+        coms.append(com)
+        forces.append(normal)
+        torques.append(state.torques)
+    times_array, heights_array, coms_array = np.array(times), np.array(heights), np.array(coms)
+    flight = (times_array >= liftoff) & (times_array < touchdown)
+    if not np.any(flight):
+        raise RuntimeError(f"no flight phase in {duration} s (normal force vs weight "
+                           f"{max(forces):.1f} N / {weight:.1f} N)")
+    return HopResult(
+        times_array, heights_array, coms_array, np.array(forces), np.array(torques),
+        start_height=start_height,
+        apex_height=float(heights_array[flight].max()),
+        com_rise=float(coms_array[flight].max() - liftoff_com),
+        ballistic_rise=liftoff_speed**2 / (2.0 * float(-hopper.gravity[2])),
+        liftoff=liftoff, touchdown=touchdown,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the hop; print the figures and write the PNG."""
+    arguments = parser(__doc__.splitlines()[0])
+    arguments.add_argument("--step", type=float, default=0.001, help="step size (s)")
+    arguments.add_argument("--duration", type=float, default=1.0, help="simulated time (s)")
+    args = arguments.parse_args(argv)
+    folder = output_dir(args.output_dir)
+    result = simulate(args.step, args.duration)
+    print(f"base height: start {result.start_height:.4f} m, apex {result.apex_height:.4f} m "
+          f"(+{result.apex_height - result.start_height:.4f} m)")
+    print(f"centre-of-mass rise after lift-off: {result.com_rise:.4f} m "
+          f"(ballistic v_z^2/2g {result.ballistic_rise:.4f} m)")
+    print(f"flight time: {result.flight_time:.3f} s (lift-off {result.liftoff:.3f} s, "
+          f"touch-down {result.touchdown:.3f} s)")
+    print(f"peak |motor torque|: {np.abs(result.torques).max():.2f} N m")
+    figure, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+    axes[0].plot(result.times, result.base_height, label="base")
+    axes[0].plot(result.times, result.com_height, label="centre of mass")
+    axes[0].set(ylabel="height (m)", title=f"Vertical hop, h = {args.step * 1e3:g} ms")
+    axes[0].legend()
+    axes[1].plot(result.times, result.normal_force)
+    axes[1].set(ylabel="normal force (N)")
+    for i, name in enumerate(("hip0", "hip2")):
+        axes[2].plot(result.times, result.torques[:, i], label=name)
+    axes[2].set(xlabel="time (s)", ylabel="motor torque (N m)")
+    axes[2].legend()
+    for axis in axes:
+        axis.axvspan(result.liftoff, result.touchdown, color="grey", alpha=0.15)
+    figure.tight_layout()
+    figure.savefig(folder / "hop.png", dpi=120)
+    print(f"plot written to {folder}")
+
+
+if __name__ == "__main__":
+    main()
