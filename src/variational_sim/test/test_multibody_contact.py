@@ -12,16 +12,18 @@ from variational_sim.multibody.mechanism import Body, Contact, Mechanism
 MU, G, STEP = 0.5, 9.81, 0.01
 
 
-def _ball_run(gravity: list[float], speed: float, steps: int):
+def _ball_run(gravity: list[float], speed: float, steps: int, heading: float = 0.0):
     """A 1 kg ball (radius 0.1 m) resting on the ground, pushed by tilted gravity or
-    launched along x; returns the states after each step and the integrator."""
+    launched at ``heading`` (rad from x); returns the states after each step and the
+    integrator."""
     ball = Mechanism("ball", (Body("ball", 1.0, 0.004 * np.eye(3)),), (),
                      contacts=(Contact("c", "ball", np.zeros(3), 0.1, MU),),
                      gravity=np.array(gravity))
     integrator = ContactVariationalMultibody(ball, STEP)
     state = integrator.initial_state(np.array([[0.0, 0.0, 0.1]]),
                                      np.array([[0.0, 0.0, 0.0, 1.0]]),
-                                     np.array([[0.0, 0.0, 0.0, speed, 0.0, 0.0]]))
+                                     np.array([[0.0, 0.0, 0.0, speed * np.cos(heading),
+                                                speed * np.sin(heading), 0.0]]))
     states = []
     for _ in range(steps):
         state = integrator.step(state)
@@ -53,6 +55,20 @@ def test_sliding_ball_decelerates_at_mu_g_and_stops() -> None:
     assert abs(velocities[-1]) < 1e-9
     stop = 1.0 / (MU * G)
     assert states[-1].positions[0, 0] == pytest.approx(0.5 * stop, rel=0.02)
+
+
+def test_diagonal_slide_decelerates_on_the_pyramid_edge_and_stops() -> None:
+    """Along a diagonal the friction impulse lies on an edge of the pyramid
+    ``|b_x| + |b_y| <= mu gamma``: its component against the motion is
+    ``mu gamma / sqrt 2``. Coming to rest there is the solver's hardest active-set
+    change (the sliding facet's multiplier and both friction components switch)."""
+    states, _ = _ball_run([0.0, 0.0, -G], 1.0, 40, heading=np.pi / 4)
+    velocities = np.array([s.momenta[0, 3:5] for s in states])
+    speeds = np.linalg.norm(velocities, axis=1)
+    moving = speeds > 0.1
+    assert np.allclose(np.diff(speeds[moving]) / STEP, -MU * G / np.sqrt(2.0), atol=1e-6)
+    assert np.max(np.abs(velocities[:, 0] - velocities[:, 1])) < 1e-9
+    assert np.max(np.abs(velocities[-1])) < 1e-9
 
 
 def test_ball_gap_and_complementarity_at_rest() -> None:

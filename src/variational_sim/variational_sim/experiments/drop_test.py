@@ -19,7 +19,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from variational_sim.experiments.common import hold_commands, output_dir, parser
-from variational_sim.multibody.contact import ContactVariationalMultibody
+from variational_sim.multibody.contact import (
+    DEFAULT_OPTIONS,
+    ContactVariationalMultibody,
+    InteriorPointOptions,
+)
 from variational_sim.multibody.hopper import (
     NOMINAL_ANGLES_DEG,
     load_hopper,
@@ -37,7 +41,8 @@ the ground after the impact, low enough for the saturated motors to lift the rob
 @dataclass(frozen=True)
 class DropResult:
     """Times (s), base height (m), foot gap (m), normal force (N, mean over each step),
-    complementarity ``normal impulse * gap`` (N s m) and total weight (N)."""
+    complementarity ``normal impulse * gap`` (N s m), total weight (N) and the solver's
+    iterations per step (contact-free Newton or contact interior point)."""
 
     times: np.ndarray
     base_height: np.ndarray
@@ -45,16 +50,18 @@ class DropResult:
     normal_force: np.ndarray
     complementarity: np.ndarray
     weight: float
+    iterations: np.ndarray
 
 
-def simulate(step: float = 0.002, duration: float = 1.5) -> DropResult:
-    """Run the drop test."""
+def simulate(step: float = 0.002, duration: float = 1.5,
+             options: InteriorPointOptions = DEFAULT_OPTIONS) -> DropResult:
+    """Run the drop test (``options``: the contact solver's switches)."""
     hopper = with_vertical_guide(load_hopper())
     integrator = ContactVariationalMultibody(hopper, step, motor_commands=True,
-                                             speed_feedback=SPEED_FEEDBACK)
+                                             speed_feedback=SPEED_FEEDBACK, options=options)
     positions, quaternions = nominal_configuration(hopper)
     state = integrator.initial_state(positions, quaternions, np.zeros((5, 6)))
-    times, heights, gaps, forces, products = [], [], [], [], []
+    times, heights, gaps, forces, products, iterations = [], [], [], [], [], []
     for _ in range(round(duration / step)):
         state = integrator.step(state, hold_commands(hopper, state, NOMINAL_ANGLES_DEG,
                                                      HOLD_GAIN))
@@ -65,9 +72,10 @@ def simulate(step: float = 0.002, duration: float = 1.5) -> DropResult:
         gaps.append(gap)
         forces.append(normal / step)
         products.append(normal * gap)
+        iterations.append(integrator.statistics.last_iterations)
     weight = float(-hopper.masses.sum() * hopper.gravity[2])
     return DropResult(np.array(times), np.array(heights), np.array(gaps), np.array(forces),
-                      np.array(products), weight)
+                      np.array(products), weight, np.array(iterations))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,7 +21,11 @@ import numpy as np
 
 from mav_geometry.arrays import FloatArray
 from variational_sim.experiments.common import hold_commands, output_dir, parser
-from variational_sim.multibody.contact import ContactVariationalMultibody
+from variational_sim.multibody.contact import (
+    DEFAULT_OPTIONS,
+    ContactVariationalMultibody,
+    InteriorPointOptions,
+)
 from variational_sim.multibody.hopper import (
     load_hopper,
     nominal_configuration,
@@ -49,7 +53,8 @@ class HopResult:
     force (N, mean over each step) and motor torques (N m, actuator order), plus the
     hop figures: start base height, apex base height, apex centre-of-mass rise above
     lift-off and the ballistic prediction ``v_z^2 / (2 g)`` from the lift-off
-    centre-of-mass speed (m), lift-off and touch-down times (s)."""
+    centre-of-mass speed (m), lift-off and touch-down times (s), and the solver's
+    iterations per step (contact-free Newton or contact interior point)."""
 
     times: FloatArray
     base_height: FloatArray
@@ -62,6 +67,7 @@ class HopResult:
     ballistic_rise: float
     liftoff: float
     touchdown: float
+    iterations: FloatArray
 
     @property
     def flight_time(self) -> float:
@@ -77,10 +83,13 @@ def standing_state(integrator: ContactVariationalMultibody) -> MultibodyState:
     return integrator.initial_state(lowered, quaternions, np.zeros((5, 6)))
 
 
-def simulate(step: float = 0.001, duration: float = 1.0) -> HopResult:
-    """Run the hop for ``duration`` seconds with steps of ``step`` seconds."""
+def simulate(step: float = 0.001, duration: float = 1.0,
+             options: InteriorPointOptions = DEFAULT_OPTIONS) -> HopResult:
+    """Run the hop for ``duration`` seconds with steps of ``step`` seconds (``options``:
+    the contact solver's switches)."""
     hopper = with_vertical_guide(load_hopper())
-    integrator = ContactVariationalMultibody(hopper, step, motor_commands=True)
+    integrator = ContactVariationalMultibody(hopper, step, motor_commands=True,
+                                             options=options)
     state = standing_state(integrator)
     start_height = float(state.positions[0, 2])
     masses = hopper.masses
@@ -88,7 +97,7 @@ def simulate(step: float = 0.001, duration: float = 1.0) -> HopResult:
     pushing = True
     liftoff = touchdown = float("nan")
     liftoff_com, liftoff_speed = 0.0, 0.0
-    times, heights, coms, forces, torques = [], [], [], [], []
+    times, heights, coms, forces, torques, iterations = [], [], [], [], [], []
     for _ in range(round(duration / step)):
         separation = np.degrees(joint_angle(hopper, "hip2", state.quaternions)
                                 - joint_angle(hopper, "hip0", state.quaternions))
@@ -108,6 +117,7 @@ def simulate(step: float = 0.001, duration: float = 1.0) -> HopResult:
         coms.append(com)
         forces.append(normal)
         torques.append(state.torques)
+        iterations.append(integrator.statistics.last_iterations)
     times_array, heights_array, coms_array = np.array(times), np.array(heights), np.array(coms)
     flight = (times_array >= liftoff) & (times_array < touchdown)
     if not np.any(flight):
@@ -119,7 +129,7 @@ def simulate(step: float = 0.001, duration: float = 1.0) -> HopResult:
         apex_height=float(heights_array[flight].max()),
         com_rise=float(coms_array[flight].max() - liftoff_com),
         ballistic_rise=liftoff_speed**2 / (2.0 * float(-hopper.gravity[2])),
-        liftoff=liftoff, touchdown=touchdown,
+        liftoff=liftoff, touchdown=touchdown, iterations=np.array(iterations),
     )
 
 

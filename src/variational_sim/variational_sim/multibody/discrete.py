@@ -13,32 +13,49 @@ step, body-frame angular momentum about the CoM in N m s, world linear momentum 
     p_{k+1}^- =  D2 L_d = ((2/h)(w J v - v x J v),  m (r_{k+1} - r_k)/h)
 
 (``v ~ (h/2) omega``, so both tend to ``(J omega, m v)``). The potential and the other
-forces enter the step as impulses ``(h/2) F`` at each end.
+forces enter the step as impulses ``(h/2) F`` at each end. The relative rotation is
+computed once per configuration (``relative_rotation``) and shared by the momenta,
+their Jacobian and the body rates.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from mav_geometry import quaternion as Q
 from mav_geometry.arrays import FloatArray
+from variational_sim.multibody.batched import apply, conjugate, multiply, skew
+
+_EYE = np.eye(3)
 
 
-def _relative(quaternions: FloatArray, next_quaternions: FloatArray) -> FloatArray:
-    return Q.multiply(Q.conjugate(quaternions), next_quaternions)
+@dataclass(frozen=True)
+class RelativeRotation:
+    """``f = conj(Q_k) Q_{k+1} = (v, w)`` per body: ``vector`` v (n, 3), ``scalar`` w
+    (n,) and ``cross`` the matrices [v]x (n, 3, 3)."""
+
+    vector: FloatArray
+    scalar: FloatArray
+    cross: FloatArray
+
+
+def relative_rotation(quaternions: FloatArray, next_quaternions: FloatArray
+                      ) -> RelativeRotation:
+    """The relative rotation of each body over the step, attitudes (n, 4) at both ends."""
+    f = multiply(conjugate(quaternions), next_quaternions)
+    return RelativeRotation(f[:, :3], f[:, 3], skew(f[:, :3]))
 
 
 def momenta(
-    positions: FloatArray, quaternions: FloatArray,
-    next_positions: FloatArray, next_quaternions: FloatArray,
+    positions: FloatArray, next_positions: FloatArray, rotation: RelativeRotation,
     masses: FloatArray, inertias: FloatArray, step_size: float,
 ) -> tuple[FloatArray, FloatArray]:
     """``(p_k^+, p_{k+1}^-)`` per body, each (n, 6) in ``(angular, linear)`` order."""
     h = step_size
-    f = _relative(quaternions, next_quaternions)
-    v, w = f[:, :3], f[:, 3:]
-    jv = np.einsum("nij,nj->ni", inertias, v)
-    spin = _cross(v, jv)
+    v, w = rotation.vector, rotation.scalar[:, None]
+    jv = apply(inertias, v)
+    spin = apply(rotation.cross, jv)
     linear = masses[:, None] * (next_positions - positions) / h
     start = np.concatenate([(2.0 / h) * (w * jv + spin), linear], axis=1)
     end = np.concatenate([(2.0 / h) * (w * jv - spin), linear], axis=1)
@@ -46,52 +63,29 @@ def momenta(
 
 
 def start_momentum_jacobian(
-    quaternions: FloatArray, next_quaternions: FloatArray,
-    masses: FloatArray, inertias: FloatArray, step_size: float,
+    rotation: RelativeRotation, masses: FloatArray, inertias: FloatArray, step_size: float,
 ) -> FloatArray:
     """Blocks (n, 6, 6) of ``d p_k^+ / d(dtheta_{k+1}, dr_{k+1})``.
 
     With ``B = w I + [v]x``: ``(1/h)(B J B - J v v^T - [J v]x B)`` and ``(m/h) I``.
     """
     h = step_size
-    f = _relative(quaternions, next_quaternions)
-    v, w = f[:, :3], f[:, 3]
-    jv = np.einsum("nij,nj->ni", inertias, v)
-    n = len(masses)
-    eye = np.eye(3)
-    b = w[:, None, None] * eye + _skew(v)
-    result = np.zeros((n, 6, 6))
+    v = rotation.vector
+    jv = apply(inertias, v)
+    b = rotation.scalar[:, None, None] * _EYE + rotation.cross
+    result = np.zeros((len(masses), 6, 6))
     result[:, :3, :3] = (b @ inertias @ b - jv[:, :, None] * v[:, None, :]
-                         - _skew(jv) @ b) / h
-    result[:, 3:, 3:] = (masses / h)[:, None, None] * eye
+                         - skew(jv) @ b) / h
+    result[:, 3:, 3:] = (masses / h)[:, None, None] * _EYE
     return result
 
 
-def body_rates(
-    quaternions: FloatArray, next_quaternions: FloatArray, step_size: float,
-) -> tuple[FloatArray, FloatArray]:
+def body_rates(rotation: RelativeRotation, step_size: float) -> tuple[FloatArray, FloatArray]:
     """Mean body-frame angular velocities over the step (n, 3, rad/s) and their Jacobians.
 
     ``omega = 2 v / h`` (``v`` the vector part of the relative rotation, ``2 v`` the
     rotation vector to third order). The Jacobians (n, 3, 3) are with respect to the
     rotation increments ``dtheta_{k+1}`` of the end attitudes: ``(w I + [v]x) / h``.
     """
-    f = _relative(quaternions, next_quaternions)
-    v, w = f[:, :3], f[:, 3]
-    jacobians = (w[:, None, None] * np.eye(3) + _skew(v)) / step_size
-    return 2.0 * v / step_size, jacobians
-
-
-def _cross(a: FloatArray, b: FloatArray) -> FloatArray:
-    """Row-wise ``a x b`` of (n, 3) arrays (``np.cross`` costs more at this size)."""
-    return np.stack([a[:, 1] * b[:, 2] - a[:, 2] * b[:, 1],
-                     a[:, 2] * b[:, 0] - a[:, 0] * b[:, 2],
-                     a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]], axis=1)
-
-
-def _skew(v: FloatArray) -> FloatArray:
-    result = np.zeros((*v.shape[:-1], 3, 3))
-    result[..., 0, 1], result[..., 0, 2] = -v[..., 2], v[..., 1]
-    result[..., 1, 0], result[..., 1, 2] = v[..., 2], -v[..., 0]
-    result[..., 2, 0], result[..., 2, 1] = -v[..., 1], v[..., 0]
-    return result
+    jacobians = (rotation.scalar[:, None, None] * _EYE + rotation.cross) / step_size
+    return 2.0 * rotation.vector / step_size, jacobians

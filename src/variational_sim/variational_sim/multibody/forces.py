@@ -41,22 +41,29 @@ def couple_matrix(mechanism: Mechanism) -> FloatArray:
     return result.reshape(6 * len(mechanism.bodies), len(mechanism.actuators))
 
 
-def motor_torques(
-    mechanism: Mechanism, commands: FloatArray, speeds: FloatArray, feedback: float = 0.0,
-) -> tuple[FloatArray, FloatArray]:
-    """Torques (N m) on each actuator's back-EMF line and their slopes (N m s/rad).
+def motor_lines(mechanism: Mechanism, feedback: float = 0.0) -> tuple[FloatArray, FloatArray]:
+    """Peak torques (N m) and line gains (N m s/rad) of the actuators' back-EMF lines.
 
-    ``commands`` in [-1, 1] (fraction of the supply voltage), ``speeds`` joint speeds
-    (rad/s): ``tau = peak (command - speed / no_load_speed) - feedback speed`` saturated
-    at the current limit ``+-peak``; ``feedback`` (N m s/rad, >= 0) is the drive's own
-    speed loop. The slope ``d tau / d speed`` is ``-(peak / no_load_speed + feedback)``
-    on the line and zero where saturated. For commands in [-1, 1] the torque stays
-    inside the envelope of ``Actuator.limits`` (the feedback only brakes).
+    The gain is ``peak / no_load_speed + feedback``; ``feedback`` (N m s/rad, >= 0) is
+    the drives' own speed loop.
     """
     peaks = np.array([actuator.peak_torque for actuator in mechanism.actuators])
-    gains = feedback + peaks / np.array([a.no_load_speed for a in mechanism.actuators])
+    speeds = np.array([actuator.no_load_speed for actuator in mechanism.actuators])
+    return peaks, feedback + peaks / speeds
+
+
+def motor_torques(peaks: FloatArray, gains: FloatArray, commands: FloatArray,
+                  speeds: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Torques (N m) on each actuator's back-EMF line and their slopes (N m s/rad).
+
+    ``peaks``, ``gains`` from ``motor_lines``; ``commands`` in [-1, 1] (fraction of the
+    supply voltage), ``speeds`` joint speeds (rad/s): ``tau = peak command - gain speed``
+    saturated at the current limit ``+-peak``. The slope ``d tau / d speed`` is
+    ``-gain`` on the line and zero where saturated. For commands in [-1, 1] the torque
+    stays inside the envelope of ``Actuator.limits`` (the feedback only brakes).
+    """
     line = peaks * commands - gains * speeds
-    torques = np.clip(line, -peaks, peaks)
+    torques = np.minimum(np.maximum(line, -peaks), peaks)
     slopes = np.where(np.abs(line) < peaks, -gains, 0.0)
     return torques, slopes
 

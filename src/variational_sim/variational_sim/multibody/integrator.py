@@ -29,13 +29,21 @@ from numpy.typing import ArrayLike
 from mav_geometry import quaternion as Q
 from mav_geometry.arrays import FloatArray
 from variational_sim.integrators.base import NoSolutionError, check_step_size
+from variational_sim.multibody.batched import from_rotation_vectors, multiply
 from variational_sim.multibody.constraints import ConstraintSet
-from variational_sim.multibody.discrete import body_rates, momenta, start_momentum_jacobian
+from variational_sim.multibody.discrete import (
+    RelativeRotation,
+    body_rates,
+    momenta,
+    relative_rotation,
+    start_momentum_jacobian,
+)
 from variational_sim.multibody.forces import (
     couple_matrix,
     gravity_wrench,
     joint_speeds,
     limit_torques,
+    motor_lines,
     motor_torques,
 )
 from variational_sim.multibody.kinematics import inverse_mass_matrix, project_velocities
@@ -51,7 +59,9 @@ class MultibodyState:
     momentum (N s); ``multipliers`` the constraint forces of the last step (N for
     point rows, N m for dot rows); ``torques`` the applied actuator torques (N m);
     ``contact_impulses`` (contacts, 3) the world impulse of each ground contact over
-    the last step (N s; divide by the step for the mean force).
+    the last step (N s; divide by the step for the mean force); ``contact_duals`` and
+    ``contact_slacks`` (contacts, k) the contact interior point's unknowns at the end of
+    the last step (its warm start; empty when the step took no contact solve).
     """
 
     time: float
@@ -61,6 +71,35 @@ class MultibodyState:
     multipliers: FloatArray
     torques: FloatArray = field(default_factory=lambda: np.zeros(0))
     contact_impulses: FloatArray = field(default_factory=lambda: np.zeros((0, 3)))
+    contact_duals: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    contact_slacks: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+
+
+@dataclass(frozen=True)
+class StepSolution:
+    """The unknowns of a step: end configuration, constraint forces (as in
+    ``MultibodyState``) and the contact impulses and complementarity pairs."""
+
+    positions: FloatArray
+    quaternions: FloatArray
+    multipliers: FloatArray
+    contact_impulses: FloatArray = field(default_factory=lambda: np.zeros((0, 3)))
+    contact_duals: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    contact_slacks: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+
+
+@dataclass(frozen=True)
+class StepTerms:
+    """The step's configuration-dependent terms at an end configuration: relative
+    rotation, momenta ``p_k^+`` and ``p_{k+1}^-`` (n, 6), actuator impulse at each end
+    (6 n), its Jacobian (6 n, 6 n) and the torques (N m)."""
+
+    rotation: RelativeRotation
+    start: FloatArray
+    end: FloatArray
+    actuation: FloatArray
+    actuation_jacobian: FloatArray
+    torques: FloatArray
 
 
 @dataclass
@@ -102,10 +141,18 @@ class VariationalMultibody:
         self.speed_feedback = float(speed_feedback)
         self._couples = couple_matrix(mechanism)
         self._no_coupling = np.zeros((self._couples.shape[0],) * 2)
+        # B^T restricted to each body's angular rows: body rates to joint speeds
+        self._angular_couples = self._couples.T.reshape(
+            len(mechanism.actuators), len(mechanism.bodies), 6)[..., :3]
+        if motor_commands:
+            self._peaks, self._gains = motor_lines(mechanism, self.speed_feedback)
         self._masses = mechanism.masses
         self._inertias = mechanism.inertias
         self._inverse_inertias = np.linalg.inv(self._inertias)
         self._gravity = gravity_wrench(mechanism)
+        self._last_terms: tuple[bytes, StepTerms] | None = None
+        body_rows = 6 * np.arange(len(self._masses))[:, None, None] + np.arange(6)[:, None]
+        self._block_entries = (body_rows, body_rows.transpose(0, 2, 1))  # (n, 6, 6) blocks
 
     # -- state helpers ---------------------------------------------------------------------
 
@@ -181,17 +228,34 @@ class VariationalMultibody:
         x0, q0 = state.positions, state.quaternions
         target = (state.momenta + 0.5 * h * self._gravity).reshape(-1)
         _, jacobian_k = self.constraints.evaluate(x0, q0)
-        x1, q1, multipliers, impulses = self._solve(state, target, jacobian_k, commands)
-        _, end = momenta(x0, q0, x1, q1, self._masses, self._inertias, h)
-        actuation, _, torques = self._actuation(q0, q1, commands)
+        solution = self._solve(state, target, jacobian_k, commands)
+        x1, q1 = solution.positions, solution.quaternions
+        terms = self._terms(state, x1, q1, commands)
         return replace(
             state, time=state.time + h, positions=x1, quaternions=q1,
-            momenta=end + 0.5 * h * self._gravity + actuation.reshape(-1, 6),
-            multipliers=multipliers, torques=torques, contact_impulses=impulses,
+            momenta=terms.end + 0.5 * h * self._gravity + terms.actuation.reshape(-1, 6),
+            multipliers=solution.multipliers, torques=terms.torques,
+            contact_impulses=solution.contact_impulses, contact_duals=solution.contact_duals,
+            contact_slacks=solution.contact_slacks,
         )
 
+    def _terms(self, state: MultibodyState, x1: FloatArray, q1: FloatArray,
+               commands: FloatArray) -> StepTerms:
+        """``StepTerms`` of the step from ``state`` to ``(x1, q1)``. The last result is
+        remembered: the step's end is where its solver last evaluated them."""
+        key = b"".join(a.tobytes() for a in (state.positions, state.quaternions, x1, q1,
+                                             commands))
+        if self._last_terms is not None and self._last_terms[0] == key:
+            return self._last_terms[1]
+        rotation = relative_rotation(state.quaternions, q1)
+        start, end = momenta(state.positions, x1, rotation, self._masses, self._inertias,
+                             self.step_size)
+        terms = StepTerms(rotation, start, end, *self._actuation(rotation, commands))
+        self._last_terms = (key, terms)
+        return terms
+
     def _actuation(
-        self, q0: FloatArray, q1: FloatArray, commands: FloatArray
+        self, rotation: RelativeRotation, commands: FloatArray
     ) -> tuple[FloatArray, FloatArray, FloatArray]:
         """Actuator impulse at each end of the step, ``(h/2) B tau`` (6 n), its derivative
         with respect to the end increments ``(dtheta, dr)_{k+1}`` (6 n, 6 n) and ``tau``
@@ -199,15 +263,12 @@ class VariationalMultibody:
         h = self.step_size
         if not self.motor_commands:
             return 0.5 * h * self._couples @ commands, self._no_coupling, commands
-        rates, rate_jacobians = body_rates(q0, q1, h)
-        velocities = np.zeros((len(self._masses), 6))
-        velocities[:, :3] = rates
-        speeds = self._couples.T @ velocities.reshape(-1)
-        torques, slopes = motor_torques(self.mechanism, commands, speeds, self.speed_feedback)
-        # d speeds / d increments: B^T restricted to each body's angular rows
-        per_body = self._couples.T.reshape(len(commands), -1, 6)[:, :, :3]
+        rates, rate_jacobians = body_rates(rotation, h)
+        speeds = np.einsum("mni,ni->m", self._angular_couples, rates)
+        torques, slopes = motor_torques(self._peaks, self._gains, commands, speeds)
         speed_jacobian = np.zeros((len(commands), len(self._masses), 6))
-        speed_jacobian[:, :, :3] = np.einsum("mni,nij->mnj", per_body, rate_jacobians)
+        speed_jacobian[:, :, :3] = np.einsum("mni,nij->mnj", self._angular_couples,
+                                             rate_jacobians)
         jacobian = 0.5 * h * self._couples @ (slopes[:, None]
                                               * speed_jacobian.reshape(len(commands), -1))
         return 0.5 * h * self._couples @ torques, jacobian, torques
@@ -215,19 +276,24 @@ class VariationalMultibody:
     def _solve(
         self, state: MultibodyState, target: FloatArray, jacobian_k: FloatArray,
         commands: FloatArray,
-    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    ) -> StepSolution:
         """``(q_{k+1}, lambda)`` of the contact-free step, and no contact impulses.
 
         ``target``: node momentum plus the half-step gravity impulse (6 n, N s)."""
-        x1, q1, multipliers = self._newton(state, target, jacobian_k, commands)
-        return x1, q1, multipliers, np.zeros((0, 3))
+        return StepSolution(*self._newton(state, target, jacobian_k, commands))
 
     def _guess(self, state: MultibodyState) -> tuple[FloatArray, FloatArray]:
-        """Constant-velocity guess of ``(x_{k+1}, Q_{k+1})`` from the node momentum."""
+        """Constant-velocity guess of ``(x_{k+1}, Q_{k+1})``: the last step's mean
+        velocity, ``p_k^-``, the node momentum without the forces' end-of-step half
+        impulses. (The node momentum itself would add the unbalanced half impulse of a
+        large torque on a light link, which the constraint forces cancel only inside the
+        step.)"""
         h = self.step_size
-        omega = np.einsum("nij,nj->ni", self._inverse_inertias, state.momenta[:, :3])
-        q1 = Q.multiply(state.quaternions, Q.from_rotation_vector(h * omega))
-        x1 = state.positions + h * state.momenta[:, 3:] / self._masses[:, None]
+        momentum = state.momenta - 0.5 * h * (self._gravity
+                                              + (self._couples @ state.torques).reshape(-1, 6))
+        omega = np.einsum("nij,nj->ni", self._inverse_inertias, momentum[:, :3])
+        q1 = multiply(state.quaternions, from_rotation_vectors(h * omega))
+        x1 = state.positions + h * momentum[:, 3:] / self._masses[:, None]
         return x1, q1
 
     def _newton(
@@ -235,10 +301,9 @@ class VariationalMultibody:
         commands: FloatArray,
     ) -> tuple[FloatArray, FloatArray, FloatArray]:
         h = self.step_size
-        x0, q0 = state.positions, state.quaternions
-        x1, q1 = self._guess(state)
         multipliers = state.multipliers.copy()
         impulse_map = -h * jacobian_k.T
+        x1, q1 = self._guess(state)
         momentum_tolerance = self.tolerance * max(1.0, float(np.max(np.abs(target))))
         rows = self.constraints.rows
         tangent = 6 * len(self._masses)
@@ -246,9 +311,9 @@ class VariationalMultibody:
         kkt = np.zeros((tangent + rows, tangent + rows))
         kkt[:tangent, tangent:] = impulse_map
         for iteration in range(self.max_iterations + 1):
-            start, _ = momenta(x0, q0, x1, q1, self._masses, self._inertias, h)
-            actuation, actuation_jacobian, _ = self._actuation(q0, q1, commands)
-            residual_p = start.reshape(-1) - target - actuation + impulse_map @ multipliers
+            terms = self._terms(state, x1, q1, commands)
+            residual_p = (terms.start.reshape(-1) - target - terms.actuation
+                          + impulse_map @ multipliers)
             residual_c, jacobian = self.constraints.evaluate(x1, q1)
             if (np.max(np.abs(residual_c), initial=0.0) <= self.tolerance
                     and np.max(np.abs(residual_p)) <= momentum_tolerance):
@@ -256,14 +321,13 @@ class VariationalMultibody:
                 return x1, q1, multipliers
             if iteration == self.max_iterations:
                 break
-            blocks = start_momentum_jacobian(q0, q1, self._masses, self._inertias, h)
-            kkt[:tangent, :tangent] = -actuation_jacobian
-            for i, block in enumerate(blocks):
-                kkt[6 * i:6 * i + 6, 6 * i:6 * i + 6] += block
+            blocks = start_momentum_jacobian(terms.rotation, self._masses, self._inertias, h)
+            kkt[:tangent, :tangent] = -terms.actuation_jacobian
+            kkt[self._block_entries] += blocks
             kkt[tangent:, :tangent] = jacobian
             delta = np.linalg.solve(kkt, -np.concatenate([residual_p, residual_c]))
             increments = delta[:tangent].reshape(-1, 6)
-            q1 = Q.multiply(q1, Q.from_rotation_vector(increments[:, :3]))
+            q1 = multiply(q1, from_rotation_vectors(increments[:, :3]))
             x1 = x1 + increments[:, 3:]
             multipliers = multipliers + delta[tangent:]
             if np.max(np.abs(delta)) <= 1e-15 * max(1.0, float(np.max(np.abs(x1)))):

@@ -16,6 +16,7 @@ import numpy as np
 
 from mav_geometry import quaternion as Q
 from mav_geometry.arrays import FloatArray
+from variational_sim.multibody.batched import conjugate, multiply
 from variational_sim.multibody.constraints import ConstraintSet
 from variational_sim.multibody.mechanism import WORLD, Mechanism
 
@@ -169,8 +170,9 @@ def joint_angle(mechanism: Mechanism, name: str, quaternions: FloatArray) -> Flo
     """Angle (rad) of a revolute joint about its axis, for attitudes (..., n, 4)."""
     joint = mechanism.joint(name)
     a, b = mechanism.index(joint.parent), mechanism.index(joint.child)
-    parent = quaternions[..., a, :] if a >= 0 else Q.identity()
-    relative = Q.multiply(Q.multiply(Q.conjugate(parent), quaternions[..., b, :]),
-                          Q.conjugate(joint.orientation))
-    result: FloatArray = 2.0 * np.arctan2(relative[..., :3] @ joint.axis, relative[..., 3])
-    return np.angle(np.exp(1j * result))
+    child = quaternions[..., b, :].reshape(-1, 4)
+    parent = quaternions[..., a, :].reshape(-1, 4) if a >= 0 else Q.identity((1,))
+    relative = multiply(multiply(conjugate(parent), child), conjugate(joint.orientation[None]))
+    result: FloatArray = 2.0 * np.arctan2(relative[:, :3] @ joint.axis, relative[:, 3])
+    wrapped: FloatArray = np.angle(np.exp(1j * result)).reshape(quaternions.shape[:-2])
+    return wrapped[()]  # a numpy scalar for one configuration, as the batch shape says
