@@ -5,7 +5,9 @@ Usage: python bench/bench_ekf.py [--duration S] [--repeats K] [--output-dir DIR]
 
 Both filters replay the same simulated log (200 Hz IMU, 5 Hz GNSS position and
 velocity, manoeuvring trajectory, white noise) from the same initial state, in the
-same process, for several covariance decimations. Before timing, both runs must end
+same process, for several covariance decimations; then, with 18 error states (GNSS
+position bias, ``FilterConfig.gnss_bias_sigma_*``), the same log with a Gauss-Markov
+GNSS error added (0.2 m horizontal, 0.4 m vertical). Before timing, both runs must end
 within 3 sigma of the truth and within one sigma of each other. The report gives the
 time per IMU sample (covariance propagation and GNSS updates included) and the
 real-time factor next to the harness's ratio table.
@@ -41,13 +43,13 @@ DEFAULT_REPLAY_LOG = (Path(__file__).resolve().parents[2] / "shared" / "data" / 
                       / "test_replay_data_ekf_gsf_reset.csv")
 IMU_RATE, GNSS_RATE = 200.0, 5.0
 SIGMAS = np.array([0.03] * 3 + [0.3] * 3 + [2.0] * 3 + [0.01] * 3 + [0.1] * 3)
+GNSS_BIAS_SIGMA = (0.2, 0.4)  # m, horizontal and vertical: simulated and estimated
 
 
 def _stream(data: SimulatedData) -> list[tuple]:
     """The log as a time-ordered list of plain records, as a bag reader would yield them."""
-    sensors = data.sensors
-    rp = (sensors.gnss_position_sigma**2,) * 3
-    rv = (sensors.gnss_velocity_sigma**2,) * 3
+    rp = data.gnss_position_covariance
+    rv = (data.sensors.gnss_velocity_sigma**2,) * 3
     records = [(t, "imu", tuple(g), tuple(a))
                for t, g, a in zip(data.imu_time[1:], data.gyro[1:], data.accel[1:], strict=True)]
     records += [(t, "gnss", tuple(p), rp, tuple(v), rv) for t, p, v in
@@ -74,7 +76,7 @@ def replay(cls: type[ErrorStateFilter], config: FilterConfig, data: SimulatedDat
 def _agree(data: SimulatedData):
     truth = data.truth
     final = (truth["q"][-1], truth["v"][-1], truth["p"][-1], data.gyro_bias[-1],
-             data.accel_bias[-1])
+             data.accel_bias[-1], data.gnss_bias[-1])
 
     def check(trident: ErrorStateFilter, baseline: ErrorStateFilter) -> bool:
         sigma = np.sqrt(np.diag(baseline.conventional_covariance()))
@@ -88,19 +90,29 @@ def _agree(data: SimulatedData):
 
 
 def cases(duration: float, seed: int = 0) -> list[Case]:
-    data = simulate(Trajectory(), SensorModel(), duration, imu_rate=IMU_RATE,
-                    gnss_rate=GNSS_RATE, rng=np.random.default_rng(seed))
-    records = _stream(data)
-    samples = data.imu_time.size - 1
+    horizontal, vertical = GNSS_BIAS_SIGMA
+    white = SensorModel()
+    # Same seed: the same IMU and white GNSS noise, the correlated error drawn last.
+    correlated = SensorModel(gnss_correlated_sigma_horizontal=horizontal,
+                             gnss_correlated_sigma_vertical=vertical)
+    runs = [(white, {}, (1, 4, 10)),
+            (correlated, {"gnss_bias_sigma_horizontal": horizontal,
+                          "gnss_bias_sigma_vertical": vertical}, (1, 4))]
     result = []
-    for decimation in (1, 4, 10):
-        config = FilterConfig(covariance_decimation=decimation)
-        result.append(Case(
-            f"replay {IMU_RATE:.0f} Hz IMU + {GNSS_RATE:.0f} Hz GNSS, covariance every "
-            f"{decimation} sample(s)", samples,
-            lambda c=config: replay(TridentEKF, c, data, records),
-            lambda c=config: replay(BaselineESKF, c, data, records),
-            _agree(data)))
+    for sensors, bias_settings, decimations in runs:
+        data = simulate(Trajectory(), sensors, duration, imu_rate=IMU_RATE,
+                        gnss_rate=GNSS_RATE, rng=np.random.default_rng(seed))
+        records = _stream(data)
+        samples = data.imu_time.size - 1
+        for decimation in decimations:
+            config = FilterConfig(covariance_decimation=decimation, **bias_settings)
+            states = TridentEKF(config).state_dim
+            result.append(Case(
+                f"replay {IMU_RATE:.0f} Hz IMU + {GNSS_RATE:.0f} Hz GNSS, covariance every "
+                f"{decimation} sample(s), {states} error states", samples,
+                lambda c=config, d=data, r=records: replay(TridentEKF, c, d, r),
+                lambda c=config, d=data, r=records: replay(BaselineESKF, c, d, r),
+                _agree(data)))
     return result
 
 

@@ -13,6 +13,11 @@ setup(
         (f"share/{PACKAGE}", ["package.xml"]),
     ],
     install_requires=["mav_geometry", "numpy", "scipy", "pyyaml"],
+    entry_points={
+        "console_scripts": [
+            "controller_node = mav_dynamics.ros.controller_node:main",
+        ],
+    },
     python_requires=">=3.11",
     zip_safe=True,
     maintainer="Trident suite maintainers",

@@ -18,6 +18,7 @@ setup(
         "console_scripts": [
             "trident-import = trident_ekf.tools.import_cli:main",
             "trident-replay = trident_ekf.tools.replay:main",
+            "estimator_node = trident_ekf.ros.estimator_node:main",
         ],
     },
     python_requires=">=3.11",

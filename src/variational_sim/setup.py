@@ -12,7 +12,8 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
     ],
-    install_requires=["mav_geometry", "mav_dynamics", "numpy", "scipy", "pyyaml", "matplotlib"],
+    install_requires=["mav_geometry", "mav_dynamics", "numpy", "scipy", "pyyaml", "matplotlib",
+                      "pymap3d", "rosbags"],
     python_requires=">=3.11",
     zip_safe=True,
     entry_points={
@@ -22,6 +23,8 @@ setup(
             "hopper-pd-manoeuvre = variational_sim.experiments.pd_manoeuvre:main",
             "hopper-drop-test = variational_sim.experiments.drop_test:main",
             "hopper-hop = variational_sim.experiments.hop:main",
+            "simulator_node = variational_sim.ros.simulator_node:main",
+            "mav-sim = variational_sim.graph.runner:main",
         ],
     },
     maintainer="Trident suite maintainers",

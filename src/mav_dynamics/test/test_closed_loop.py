@@ -19,6 +19,7 @@ import pytest
 from mav_dynamics.allocation import ControlAllocator
 from mav_dynamics.controller import TrackingController, TrackingReference
 from mav_dynamics.model import TreeModel
+from mav_dynamics.trajectories import FigureEight, Hover
 from mav_dynamics.vehicle_file import load_vehicle
 from mav_geometry.groups import SE3, SO3
 
@@ -85,20 +86,12 @@ def simulate(path: Path, reference: Callable[[float], TrackingReference], durati
 
 
 def hover_at(point: np.ndarray, attitude: np.ndarray | None = None):
-    attitude = np.eye(3) if attitude is None else attitude
-    return lambda t: TrackingReference(point, attitude=attitude)
+    return Hover(point, attitude=attitude).reference
 
 
-def figure_eight(t: float, size: float = 1.0, period: float = 6.0) -> TrackingReference:
-    """Lissajous figure-eight at 1 m height: x = A sin(wt), y = 0.4 A sin(2wt)."""
-    w = 2.0 * np.pi / period
-    a, b = size, 0.4 * size
-    return TrackingReference(
-        position=np.array([a * np.sin(w * t), b * np.sin(2 * w * t), 1.0]),
-        velocity=np.array([a * w * np.cos(w * t), 2 * b * w * np.cos(2 * w * t), 0.0]),
-        acceleration=np.array([-a * w**2 * np.sin(w * t), -4 * b * w**2 * np.sin(2 * w * t),
-                               0.0]),
-        jerk=np.array([-a * w**3 * np.cos(w * t), -8 * b * w**3 * np.cos(2 * w * t), 0.0]))
+# Full speed from t = 0 (no ramp): the vehicle starts on the curve with the curve's velocity.
+figure_eight = FigureEight(center=(0.0, 0.0), size_m=1.0, period_s=6.0, height_m=1.0,
+                           ramp_s=0.0).reference
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)

@@ -114,7 +114,9 @@ def log(q: ArrayLike) -> FloatArray:
     safe_norm = np.where(degenerate, 1.0, vector_norm)
     # Near u = 0 with s > 0 the factor atan2(|u|, s)/|u| tends to 1/s; the quotient
     # itself stays accurate, only the exact zero needs the limit.
-    factor = np.where(degenerate, 1.0 / np.where(scalar == 0.0, 1.0, scalar), angle / safe_norm)
+    # The limit 1/s only where it is used: elsewhere s may be subnormal (1/s overflows).
+    limit = np.divide(1.0, scalar, out=np.ones_like(scalar), where=degenerate & (scalar != 0.0))
+    factor = np.where(degenerate, limit, angle / safe_norm)
     result = np.empty(q.shape)
     result[..., :3] = factor[..., None] * vector
     result[..., 3] = np.log(size)

@@ -73,3 +73,26 @@ def test_other_encapsulations_are_rejected():
     raw[1] = 0x03  # PL_CDR_LE: parameter lists, not the fixed layout
     with pytest.raises(ValueError, match="not plain CDR"):
         cdr.decode_imu(bytes(raw))
+
+
+def test_an_estimate_is_encoded_as_the_odometry_it_describes():
+    rng = np.random.default_rng(5)
+    estimate = {"position": rng.normal(size=3), "attitude": rng.normal(size=4),
+                "pose_cov": rng.normal(size=(6, 6)), "linear_body": rng.normal(size=3),
+                "angular_body": rng.normal(size=3), "twist_cov": rng.normal(size=(6, 6))}
+    raw = cdr.encode_odometry(STAMP, "map", "base_link", estimate)
+    message = bagio.TYPESTORE.deserialize_cdr(raw, bagio.ODOMETRY)
+    assert (message.header.frame_id, message.child_frame_id) == ("map", "base_link")
+    assert bagio.stamp_ns(message) == STAMP
+    pose, twist = message.pose, message.twist
+    position = pose.pose.position
+    orientation = pose.pose.orientation
+    np.testing.assert_array_equal([position.x, position.y, position.z], estimate["position"])
+    np.testing.assert_array_equal([orientation.x, orientation.y, orientation.z, orientation.w],
+                                  estimate["attitude"])
+    np.testing.assert_array_equal(pose.covariance, estimate["pose_cov"].reshape(36))
+    np.testing.assert_array_equal([twist.twist.linear.x, twist.twist.linear.y,
+                                   twist.twist.linear.z], estimate["linear_body"])
+    np.testing.assert_array_equal([twist.twist.angular.x, twist.twist.angular.y,
+                                   twist.twist.angular.z], estimate["angular_body"])
+    np.testing.assert_array_equal(twist.covariance, estimate["twist_cov"].reshape(36))

@@ -3,7 +3,9 @@
 Conventions (see ../shared/design/papers/trident-ekf.md):
 - navigation frame ECEF (e), body frame b (FLU when fed from ROS), quaternions scalar-last;
 - IMU biases follow the paper's sign: truth = reading + bias (``omega = omega_meas + b_g``);
-- error states are 15-vectors ``[attitude, velocity, position, gyro bias, accel bias]``.
+- error states are 15-vectors ``[attitude, velocity, position, gyro bias, accel bias]``,
+  18 with the optional GNSS position bias (first-order Gauss-Markov, ENU axes at the start;
+  ``FilterConfig.gnss_bias_sigma_*``) appended.
 """
 
 from trident_ekf.core.baseline import BaselineESKF

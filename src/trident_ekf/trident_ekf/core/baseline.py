@@ -1,8 +1,9 @@
-"""Conventional 15-state multiplicative ESKF: quaternion attitude, ECEF velocity and position.
+"""Conventional multiplicative ESKF: quaternion attitude, ECEF velocity and position.
 
 Same inputs, interface, noise model and update machinery as the trident filter, so the
 two can be cross-checked and benchmarked. Error state (notes 5.6, reordered to match the
-trident filter): dx = [phi^b, v_hat - v, p_hat - p, db_g, db_a] with q = q_hat exp(phi/2).
+trident filter): dx = [phi^b, v_hat - v, p_hat - p, db_g, db_a] with q = q_hat exp(phi/2),
+then the GNSS position bias error with the bias states of the shared base.
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ class BaselineESKF(ErrorStateFilter):
         self._F[ATT, BG] = -np.eye(3)
         self._F[POS, VEL] = np.eye(3)
         self._F[VEL, VEL] = -2.0 * skew(OMEGA_ECEF)
+        dim = self.state_dim
         self._fill_index = np.array(
-            skew_flat_indices(0, 0) + block_flat_indices(3, 0) + block_flat_indices(3, 6)
-            + block_flat_indices(3, 12)
+            skew_flat_indices(0, 0, dim) + block_flat_indices(3, 0, dim)
+            + block_flat_indices(3, 6, dim) + block_flat_indices(3, 12, dim)
         )
 
     def _set_nominal(self, q: NDArray, v: NDArray, p: NDArray) -> None:
@@ -93,8 +95,7 @@ class BaselineESKF(ErrorStateFilter):
         self._v = tuple(a - b for a, b in zip(self._v, dx[3:6], strict=True))
         self._p = tuple(a - b for a, b in zip(self._p, dx[6:9], strict=True))
 
-    def error_from_truth(self, q: ArrayLike, v: ArrayLike, p: ArrayLike,
-                         gyro_bias: ArrayLike, accel_bias: ArrayLike) -> NDArray:
+    def _navigation_error(self, q: ArrayLike, v: ArrayLike, p: ArrayLike) -> NDArray:
         q_hat, v_hat, p_hat = self.nominal()
         attitude = quaternion.to_rotation_vector(
             quaternion.multiply(quaternion.conjugate(q_hat), np.asarray(q, dtype=float))
@@ -103,9 +104,7 @@ class BaselineESKF(ErrorStateFilter):
             attitude,
             v_hat - np.asarray(v, dtype=float),
             p_hat - np.asarray(p, dtype=float),
-            np.array(self.gyro_bias) - np.asarray(gyro_bias, dtype=float),
-            np.array(self.accel_bias) - np.asarray(accel_bias, dtype=float),
         ])
 
     def conventional_jacobian(self) -> NDArray:
-        return np.eye(15)
+        return np.eye(self.state_dim)

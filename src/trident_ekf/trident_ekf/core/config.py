@@ -36,6 +36,19 @@ class FilterConfig:
     barometer_height_offset: ellipsoidal height minus the barometer's height reading, m
         (0 for an ellipsoidal reading, the geoid undulation for an MSL one, the take-off
         ellipsoidal height for a height above take-off). Constant: no baro bias is estimated.
+    gnss_bias_sigma_horizontal, gnss_bias_sigma_vertical: stationary sigma, m, of the
+        slowly varying (multipath, atmosphere) part of the GNSS position error, per east /
+        north and up axis. 0 for both (default): fixes are white, 15 error states. Both > 0:
+        three more error states estimate that error as a first-order Gauss-Markov bias b
+        (ENU axes at the ``initialize`` position), db/dt = -b / tau + w, and a fix measures
+        antenna position + b + white noise.
+    gnss_bias_correlation_time: tau of that bias, s (only used with the bias states).
+    gnss_covariance_includes_bias: with the bias states, the fix's reported position
+        covariance is white + correlated (as receivers report it): the white part used as R
+        is the reported covariance minus the bias's stationary covariance, its eigenvalues
+        floored at ``gnss_white_sigma_floor``^2. False: the reported covariance is used as
+        the white part as it is.
+    gnss_white_sigma_floor: smallest white GNSS position sigma left by that subtraction, m.
     """
 
     gyro_noise: float = 1e-3
@@ -54,6 +67,11 @@ class FilterConfig:
     magnetic_field_ned: tuple[float, float, float] | None = None
     magnetic_datum: tuple[float, float] | None = None
     barometer_height_offset: float = 0.0
+    gnss_bias_sigma_horizontal: float = 0.0
+    gnss_bias_sigma_vertical: float = 0.0
+    gnss_bias_correlation_time: float = 60.0
+    gnss_covariance_includes_bias: bool = True
+    gnss_white_sigma_floor: float = 0.01
 
     def __post_init__(self) -> None:
         positive = {
@@ -64,6 +82,8 @@ class FilterConfig:
             "max_imu_interval": self.max_imu_interval,
             "outage_timeout": self.outage_timeout,
             "divergence_position_sigma": self.divergence_position_sigma,
+            "gnss_bias_correlation_time": self.gnss_bias_correlation_time,
+            "gnss_white_sigma_floor": self.gnss_white_sigma_floor,
         }
         for name, value in positive.items():
             if not (math.isfinite(value) and value > 0.0):
@@ -90,6 +110,11 @@ class FilterConfig:
         if not math.isfinite(self.barometer_height_offset):
             raise ValueError(
                 f"barometer_height_offset must be finite (m), got {self.barometer_height_offset!r}")
+        bias_sigmas = (self.gnss_bias_sigma_horizontal, self.gnss_bias_sigma_vertical)
+        if not (all(math.isfinite(s) and s >= 0.0 for s in bias_sigmas)
+                and (all(bias_sigmas) or not any(bias_sigmas))):
+            raise ValueError("gnss_bias_sigma_horizontal and gnss_bias_sigma_vertical must be "
+                             f"both 0 or both finite and > 0 m, got {bias_sigmas!r}")
         if not 0.0 <= self.gate_probability < 1.0:
             raise ValueError(f"gate_probability must be in [0, 1), got {self.gate_probability!r}")
         if self.max_consecutive_rejections < 1:
@@ -97,6 +122,16 @@ class FilterConfig:
                 "max_consecutive_rejections must be >= 1, "
                 f"got {self.max_consecutive_rejections!r}"
             )
+
+    @property
+    def gnss_bias_states(self) -> bool:
+        """True when the GNSS position bias is estimated (18 error states)."""
+        return self.gnss_bias_sigma_horizontal > 0.0
+
+    def gnss_bias_variance(self) -> np.ndarray:
+        """Stationary variances (east, north, up) of the GNSS position bias, m^2."""
+        horizontal, vertical = self.gnss_bias_sigma_horizontal, self.gnss_bias_sigma_vertical
+        return np.square([horizontal, horizontal, vertical])
 
     def continuous_noise(self) -> np.ndarray:
         """Q_c = diag(N_g^2 I, N_a^2 I, N_bg^2 I, N_ba^2 I) for w = [xi_g, xi_a, xi_bg, xi_ba]."""

@@ -8,6 +8,10 @@ magnetometer and barometer models, one Joseph-form update with NIS gating for al
 three sensors, the bounded history that applies delayed measurements at their own
 stamps, counters and status) is common, so the two filters see identical inputs and
 differ only in their error parametrization.
+
+With ``FilterConfig.gnss_bias_sigma_*`` > 0 the base also carries, for both filters, a
+first-order Gauss-Markov GNSS position bias (error states 15-17, ENU axes at the
+``initialize`` position): same F and H blocks, same injection, in either convention.
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ from trident_ekf.core.earth import (
     ned_to_ecef,
 )
 
-STATE_DIM = 15
+STATE_DIM = 15  # error states without the GNSS bias
 NAV = slice(0, 9)
 ATT, VEL, POS, BG, BA = (slice(i, i + 3) for i in range(0, 15, 3))
+GNSS_BIAS = slice(STATE_DIM, STATE_DIM + 3)  # only with FilterConfig.gnss_bias_states
 MAX_PENDING = 64  # measurements (all sensors) waiting for the IMU to reach their stamps
 
 
@@ -146,9 +151,9 @@ def skew(a: ArrayLike) -> NDArray[np.float64]:
     return np.array(((0.0, -z, y), (z, 0.0, -x), (-y, x, 0.0)))
 
 
-def skew_flat_indices(row: int, col: int) -> list[int]:
-    """Flat indices in a 15x15 matrix of the six off-diagonal entries of a 3x3 skew block."""
-    return [(row + r) * STATE_DIM + col + c
+def skew_flat_indices(row: int, col: int, dim: int) -> list[int]:
+    """Flat indices in a dim x dim matrix of the six off-diagonal entries of a 3x3 skew block."""
+    return [(row + r) * dim + col + c
             for r, c in ((0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1))]
 
 
@@ -157,9 +162,9 @@ def skew_flat_values(x: float, y: float, z: float) -> list[float]:
     return [-z, y, z, -x, -y, x]
 
 
-def block_flat_indices(row: int, col: int) -> list[int]:
-    """Flat indices in a 15x15 matrix of a full 3x3 block, row-major."""
-    return [(row + r) * STATE_DIM + col + c for r in range(3) for c in range(3)]
+def block_flat_indices(row: int, col: int, dim: int) -> list[int]:
+    """Flat indices in a dim x dim matrix of a full 3x3 block, row-major."""
+    return [(row + r) * dim + col + c for r in range(3) for c in range(3)]
 
 
 def _vector(value: ArrayLike, name: str, size: int = 3) -> NDArray[np.float64]:
@@ -189,11 +194,19 @@ class ErrorStateFilter:
 
     def __init__(self, config: FilterConfig | None = None) -> None:
         self.config = config or FilterConfig()
+        self._gnss_bias_states = self.config.gnss_bias_states
+        self.state_dim = STATE_DIM + 3 if self._gnss_bias_states else STATE_DIM
+        dim = self.state_dim
         self.counters = Counters()
         self.time = math.nan
-        self.covariance = np.zeros((STATE_DIM, STATE_DIM))
+        self.covariance = np.zeros((dim, dim))
         self.gyro_bias: Vector3 = (0.0, 0.0, 0.0)
         self.accel_bias: Vector3 = (0.0, 0.0, 0.0)
+        # GNSS position bias (m, ENU axes at the initialize position), with the bias states;
+        # like the covariance it is propagated (decays) at each ``flush``.
+        self.gnss_bias: Vector3 = (0.0, 0.0, 0.0)
+        self._bias_axes = np.eye(3)  # ENU -> ECEF of those axes; set by ``initialize``
+        self._bias_covariance_ecef = np.zeros((3, 3))  # stationary, m^2; set by ``initialize``
         self.last_omega: Vector3 = (0.0, 0.0, 0.0)  # bias-corrected body rate, rad/s
         self.last_nis = math.nan
         self._initialized = False
@@ -213,18 +226,23 @@ class ErrorStateFilter:
         self._lever = tuple(float(c) for c in self.config.lever_arm)
         self._gate = {dof: self._threshold(dof) for dof in (1, 3, 6)}
         densities = np.diag(self.config.continuous_noise())
-        self._q_error = np.zeros(STATE_DIM)  # diagonal of B Q_c B^T (both filters: isotropic)
+        self._q_error = np.zeros(dim)  # diagonal of B Q_c B^T (both filters: isotropic)
         self._q_error[ATT] = densities[0:3]
         self._q_error[VEL] = densities[3:6]
         self._q_error[BG] = densities[6:9]
         self._q_error[BA] = densities[9:12]
-        self._eye = np.eye(STATE_DIM)
-        self._F = np.zeros((STATE_DIM, STATE_DIM))
+        self._eye = np.eye(dim)
+        self._F = np.zeros((dim, dim))
+        if self._gnss_bias_states:
+            # db/dt = -b / tau + w with E[w w^T] = 2 sigma^2 / tau: stationary variance sigma^2.
+            tau = self.config.gnss_bias_correlation_time
+            self._q_error[GNSS_BIAS] = 2.0 * self.config.gnss_bias_variance() / tau
+            self._F[GNSS_BIAS, GNSS_BIAS] = -np.eye(3) / tau
         self._reset_accumulator()
 
     # ----- subclass interface -------------------------------------------------------------
     _NOMINAL_FIELDS: tuple[str, ...] = ()  # attributes holding the (immutable) nominal state
-    _SNAPSHOT_FIELDS = ("time", "gyro_bias", "accel_bias", "last_omega", "last_nis",
+    _SNAPSHOT_FIELDS = ("time", "gyro_bias", "accel_bias", "gnss_bias", "last_omega", "last_nis",
                         "_diverged", "_consecutive_rejections", "_last_accepted_gnss",
                         "_acc_time", "_acc_count")
 
@@ -239,7 +257,8 @@ class ErrorStateFilter:
         raise NotImplementedError
 
     def _fill_error_dynamics(self, F: NDArray, omega: Vector3, force: Vector3) -> None:
-        """Write F (15x15) for mean bias-corrected rate (rad/s) and force (m/s^2)."""
+        """Write the navigation entries of F (state_dim square) for the mean bias-corrected
+        rate (rad/s) and force (m/s^2); the constant blocks are set once in ``__init__``."""
         raise NotImplementedError
 
     def _navigation_error_block(self, rotation: NDArray) -> NDArray:
@@ -247,26 +266,33 @@ class ErrorStateFilter:
         raise NotImplementedError
 
     def _gnss_model(self) -> tuple[NDArray, NDArray, NDArray]:
-        """Predicted antenna position, velocity and H (6x15), rows position then velocity.
+        """Predicted fix position, velocity (ECEF) and H (6 x state_dim), rows position then
+        velocity.
 
         Lever arm per notes 5.5 and 5.8; the filters differ only in how the position
-        and velocity errors enter (``_navigation_error_block``).
+        and velocity errors enter (``_navigation_error_block``). With the bias states the
+        fix is the antenna position plus the bias A b (A: ENU -> ECEF of the bias axes), so
+        the bias error b_hat - b enters the position rows as A.
         """
         q, v, p = self.nominal()
         C = quaternion.to_matrix(q)
         lever = np.array(self._lever)
         omega_eb = np.array(self.last_omega) - C.T @ OMEGA_ECEF
         lever_skew = skew(lever)
-        H = np.zeros((6, STATE_DIM))
+        H = np.zeros((6, self.state_dim))
         H[0:3, ATT] = C @ lever_skew
         H[0:3, POS] = self._navigation_error_block(C)
         H[3:6, ATT] = C @ skew(np.cross(omega_eb, lever)) - C @ lever_skew @ skew(C.T @ OMEGA_ECEF)
         H[3:6, VEL] = H[0:3, POS]
         H[3:6, BG] = -C @ lever_skew
-        return p + C @ lever, v + C @ np.cross(omega_eb, lever), H
+        fix = p + C @ lever
+        if self._gnss_bias_states:
+            H[0:3, GNSS_BIAS] = self._bias_axes
+            fix = fix + self._bias_axes @ np.array(self.gnss_bias)
+        return fix, v + C @ np.cross(omega_eb, lever), H
 
     def _magnetometer_model(self) -> tuple[NDArray, NDArray]:
-        """Predicted body-axes field C_hat^T m^e (T) and H (3x15), notes 5.11.
+        """Predicted body-axes field C_hat^T m^e (T) and H (3 x state_dim), notes 5.11.
 
         Both filters right-multiply the attitude error (C = C_hat (I + [phi x])), so
         C^T m^e = C_hat^T m^e + [(C_hat^T m^e) x] phi and the residual C_hat^T m^e - m^b
@@ -274,12 +300,12 @@ class ErrorStateFilter:
         """
         C = quaternion.to_matrix(self.nominal()[0])
         predicted = C.T @ self._magnetic_field_ecef
-        H = np.zeros((3, STATE_DIM))
+        H = np.zeros((3, self.state_dim))
         H[:, ATT] = -skew(predicted)
         return predicted, H
 
     def _barometer_model(self) -> tuple[float, NDArray]:
-        """Predicted reading h(p_hat) - offset (m) and H (1x15) of the IMU-origin height.
+        """Predicted reading h(p_hat) - offset (m) and H (1 x state_dim), IMU-origin height.
 
         dh/dp = u_up^T (ellipsoid normal, ECEF), so the residual h_hat - h is
         u_up^T (p_hat - p) = u_up^T N dx_pos with N = ``_navigation_error_block``: the
@@ -288,7 +314,7 @@ class ErrorStateFilter:
         q, _, p = self.nominal()
         latitude, longitude, height = ecef_to_geodetic(p)
         up = enu_to_ecef_rotation(latitude, longitude)[:, 2]
-        H = np.zeros((1, STATE_DIM))
+        H = np.zeros((1, self.state_dim))
         H[0, POS] = up @ self._navigation_error_block(quaternion.to_matrix(q))
         return height - self.config.barometer_height_offset, H
 
@@ -296,13 +322,13 @@ class ErrorStateFilter:
         """Apply the navigation part (9 floats) of an estimated error to the nominal state."""
         raise NotImplementedError
 
-    def error_from_truth(self, q: ArrayLike, v: ArrayLike, p: ArrayLike,
-                         gyro_bias: ArrayLike, accel_bias: ArrayLike) -> NDArray:
-        """This filter's 15-dof error of the estimate relative to a true state."""
+    def _navigation_error(self, q: ArrayLike, v: ArrayLike, p: ArrayLike) -> NDArray:
+        """This filter's attitude, velocity and position error (9) relative to a true state."""
         raise NotImplementedError
 
     def conventional_jacobian(self) -> NDArray:
-        """J with [phi^b, v_hat - v, p_hat - p, db_g, db_a] = J dx (J orthogonal)."""
+        """J with [phi^b, v_hat - v, p_hat - p, db_g, db_a (, db_gnss)] = J dx (J orthogonal,
+        identity on the bias states)."""
         raise NotImplementedError
 
     # ----- public API ---------------------------------------------------------------------
@@ -313,7 +339,10 @@ class ErrorStateFilter:
 
         ``covariance`` is 15x15 in this filter's error convention, or a 15-vector of
         standard deviations (rad, m/s, m, rad/s, m/s^2) in body/ECEF-agnostic form.
-        Biases use the paper's sign: truth = reading + bias.
+        Biases use the paper's sign: truth = reading + bias. With the GNSS bias states it may
+        also be state_dim square or state_dim sigmas (the last three in m, ENU axes at
+        ``position``); a 15-state one gets the bias's stationary covariance, uncorrelated.
+        The GNSS bias estimate starts at zero.
         """
         values = {
             "time": np.array([time], dtype=float),
@@ -327,16 +356,26 @@ class ErrorStateFilter:
             if not np.all(np.isfinite(value)):
                 raise ValueError(f"{name} must be finite, got {value}")
         cov = np.asarray(covariance, dtype=float)
-        if cov.shape == (STATE_DIM,):
+        if cov.ndim == 1:
             cov = np.diag(np.square(cov))
-        if cov.shape != (STATE_DIM, STATE_DIM) or not np.all(np.isfinite(cov)):
-            raise ValueError(f"covariance must be finite 15x15 or 15 sigmas, got {cov.shape}")
+        dim = self.state_dim
+        if cov.shape == (STATE_DIM, STATE_DIM) and dim > STATE_DIM:
+            cov = np.block([[cov, np.zeros((STATE_DIM, 3))],
+                            [np.zeros((3, STATE_DIM)), np.diag(self.config.gnss_bias_variance())]])
+        if cov.shape != (dim, dim) or not np.all(np.isfinite(cov)):
+            raise ValueError(f"covariance must be finite {dim}x{dim} or {dim} sigmas, "
+                             f"got {np.shape(covariance)}")
         if np.any(np.linalg.eigvalsh(0.5 * (cov + cov.T)) <= 0.0):
             raise ValueError("covariance must be symmetric positive definite")
         q = values["attitude"] / np.linalg.norm(values["attitude"])
         self._set_nominal(q, values["velocity"], values["position"])
         self.gyro_bias = tuple(float(c) for c in values["gyro_bias"])
         self.accel_bias = tuple(float(c) for c in values["accel_bias"])
+        if self._gnss_bias_states:
+            self.gnss_bias = (0.0, 0.0, 0.0)
+            A = enu_to_ecef_rotation(*ecef_to_geodetic(values["position"])[:2])
+            self._bias_axes = A
+            self._bias_covariance_ecef = (A * self.config.gnss_bias_variance()) @ A.T
         self.covariance = 0.5 * (cov + cov.T)
         self.time = float(time)
         self._last_accepted_gnss = float(time)
@@ -422,7 +461,9 @@ class ErrorStateFilter:
         ``history_length`` is applied at its stamp by rewinding and re-running the stored
         IMU samples (measurements of every sensor applied since are re-applied; fixes are
         reported again by ``drain_updates``). Older, duplicate and non-finite fixes are
-        rejected and counted; returns False then.
+        rejected and counted; returns False then. With the GNSS bias states the position
+        covariance is read as the receiver's white + correlated one (see
+        ``FilterConfig.gnss_covariance_includes_bias``).
         """
         p = _vector(position, "position")
         rp = _covariance(position_covariance, "position_covariance")
@@ -503,13 +544,35 @@ class ErrorStateFilter:
         P += fq.T
         P += np.diag(q)
         self.covariance = P
+        if self._gnss_bias_states:
+            decay = math.exp(-T / self.config.gnss_bias_correlation_time)
+            b = self.gnss_bias
+            self.gnss_bias = (b[0] * decay, b[1] * decay, b[2] * decay)
         self._reset_accumulator()
         self._check_covariance()
 
     def conventional_covariance(self) -> NDArray:
-        """Covariance of [phi^b, v_hat - v (ECEF), p_hat - p (ECEF), db_g, db_a]."""
+        """Covariance of [phi^b, v_hat - v (ECEF), p_hat - p (ECEF), db_g, db_a], then with
+        the bias states db_gnss (ENU bias axes)."""
         J = self.conventional_jacobian()
         return J @ self.covariance @ J.T
+
+    def error_from_truth(self, q: ArrayLike, v: ArrayLike, p: ArrayLike,
+                         gyro_bias: ArrayLike, accel_bias: ArrayLike,
+                         gnss_bias: ArrayLike | None = None) -> NDArray:
+        """This filter's error (state_dim) of the estimate relative to a true state.
+
+        Navigation part in this filter's convention; bias errors estimate - truth.
+        gnss_bias: the true GNSS position bias (m, ENU bias axes), None for zero; ignored
+        without the bias states.
+        """
+        parts = [self._navigation_error(q, v, p),
+                 np.array(self.gyro_bias) - np.asarray(gyro_bias, dtype=float),
+                 np.array(self.accel_bias) - np.asarray(accel_bias, dtype=float)]
+        if self._gnss_bias_states:
+            truth = np.zeros(3) if gnss_bias is None else _vector(gnss_bias, "gnss_bias")
+            parts.append(np.array(self.gnss_bias) - truth)
+        return np.concatenate(parts)
 
     # ----- internals ----------------------------------------------------------------------
     def _submit(self, m: Measurement) -> bool:
@@ -581,12 +644,25 @@ class ErrorStateFilter:
             height, H = self._barometer_model()
             return np.array([height - m.height]), H, np.array([[m.variance]])
         pred_p, pred_v, H = self._gnss_model()
+        position_covariance = self._white_position_covariance(m.position_covariance)
         if m.velocity is None:
-            return pred_p - m.position, H[:3], m.position_covariance
+            return pred_p - m.position, H[:3], position_covariance
         R = np.zeros((6, 6))
-        R[:3, :3] = m.position_covariance
+        R[:3, :3] = position_covariance
         R[3:, 3:] = m.velocity_covariance
         return np.concatenate([pred_p - m.position, pred_v - m.velocity]), H, R
+
+    def _white_position_covariance(self, reported: NDArray) -> NDArray:
+        """R of a fix's position, m^2 (ECEF): the reported covariance, except with the bias
+        states and ``gnss_covariance_includes_bias``, where the reported covariance is white
+        plus correlated: then the bias's stationary covariance is subtracted and the
+        eigenvalues floored at ``gnss_white_sigma_floor``^2 (kept positive definite)."""
+        if not (self._gnss_bias_states and self.config.gnss_covariance_includes_bias):
+            return reported
+        white = reported - self._bias_covariance_ecef
+        eigenvalues, vectors = np.linalg.eigh(0.5 * (white + white.T))
+        floored = np.maximum(eigenvalues, self.config.gnss_white_sigma_floor**2)
+        return (vectors * floored) @ vectors.T
 
     def _update(self, m: Measurement) -> None:
         """NIS-gate one measurement and, if it passes, apply the Joseph-form update."""
@@ -610,12 +686,18 @@ class ErrorStateFilter:
         IKH = self._eye - K @ H
         P = IKH @ P @ IKH.T + K @ R @ K.T
         self.covariance = 0.5 * (P + P.T)
-        dx = dx.tolist()  # plain floats: numpy scalars would slow the scalar hot path 3x
+        self._correct(dx.tolist())  # plain floats: numpy scalars slow the scalar hot path 3x
+        self._check_covariance()
+
+    def _correct(self, dx: list[float]) -> None:
+        """Remove an estimated error (this filter's convention) from the state."""
         self._inject(dx[NAV])
         bg, ba = self.gyro_bias, self.accel_bias
         self.gyro_bias = (bg[0] - dx[9], bg[1] - dx[10], bg[2] - dx[11])
         self.accel_bias = (ba[0] - dx[12], ba[1] - dx[13], ba[2] - dx[14])
-        self._check_covariance()
+        if self._gnss_bias_states:
+            b = self.gnss_bias
+            self.gnss_bias = (b[0] - dx[15], b[1] - dx[16], b[2] - dx[17])
 
     def _gnss_outcome(self, m: GnssMeasurement, z: NDArray, nis: float, accepted: bool) -> None:
         """Only GNSS drives the reported NIS and the outage / divergence status."""
@@ -691,7 +773,8 @@ class ErrorStateFilter:
 
     def _reset_to_gnss(self, m: GnssMeasurement) -> None:
         """Move position (and velocity) to the fix, keep attitude; their covariance becomes
-        the fix's, uncorrelated with the rest."""
+        the fix's, uncorrelated with the rest. With the bias states the position is the fix
+        minus the bias estimate, so its error also carries the bias error (kept)."""
         q, v, _ = self.nominal()
         C = quaternion.to_matrix(q)
         lever = np.array(self._lever)
@@ -700,13 +783,22 @@ class ErrorStateFilter:
         P = J @ self.covariance @ J.T
         P[NAV.start + 3:NAV.stop, :] = 0.0
         P[:, NAV.start + 3:NAV.stop] = 0.0
-        P[POS, POS] = m.position_covariance
+        P[POS, POS] = self._white_position_covariance(m.position_covariance)
+        position = m.position - C @ lever
+        if self._gnss_bias_states:
+            # p_hat - p = white noise - A (b_hat - b).
+            A = self._bias_axes
+            position = position - A @ np.array(self.gnss_bias)
+            cross = -A @ P[GNSS_BIAS, GNSS_BIAS]
+            P[POS, POS] -= cross @ A.T
+            P[POS, GNSS_BIAS] = cross
+            P[GNSS_BIAS, POS] = cross.T
         if m.velocity is not None:
             v = m.velocity - C @ np.cross(omega_eb, lever)
             P[VEL, VEL] = m.velocity_covariance
         else:
             P[VEL, VEL] = np.eye(3)  # 1 m/s: unknown after a divergence
-        self._set_nominal(q, v, m.position - C @ lever)
+        self._set_nominal(q, v, position)
         self.covariance = J.T @ P @ J
         self._consecutive_rejections = 0
         self.counters.gnss_resets += 1

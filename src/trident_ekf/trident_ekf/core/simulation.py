@@ -6,8 +6,8 @@ body rates are exact. The IMU measures the exact specific force and inertial rat
 (Earth rotation and J2 plumb-bob gravity included) at the middle of each sample
 interval, with the paper's error model: reading = truth - bias - white noise,
 random-walk biases. Magnetometer (a field fixed in ECEF) and barometer (ellipsoidal
-height) samples are drawn after everything else, so they leave the other outputs of a
-given seed unchanged.
+height) samples, then the optional first-order Gauss-Markov GNSS position error, are
+drawn after everything else, so they leave the other outputs of a given seed unchanged.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.signal import lfilter
 
 from mav_geometry import quaternion
 from trident_ekf.core.earth import (
@@ -27,7 +28,7 @@ from trident_ekf.core.earth import (
     gravity_ecef,
     ned_to_ecef,
 )
-from trident_ekf.core.filter import ErrorStateFilter
+from trident_ekf.core.filter import POS, STATE_DIM, ErrorStateFilter
 
 Array = NDArray[np.float64]
 
@@ -123,7 +124,14 @@ class Trajectory:
 @dataclass(frozen=True)
 class SensorModel:
     """Noise densities (as FilterConfig), initial bias sigmas, GNSS, magnetometer and
-    barometer sigmas, lever arm, and the Earth field at the trajectory origin."""
+    barometer sigmas, lever arm, and the Earth field at the trajectory origin.
+
+    The GNSS position error is white (``gnss_position_sigma``) plus, when its sigmas are
+    > 0, a stationary first-order Gauss-Markov error in ENU axes at the trajectory origin
+    (east/north ``gnss_correlated_sigma_horizontal``, up ``gnss_correlated_sigma_vertical``,
+    correlation time ``gnss_correlation_time``); the fixes then report the covariance
+    white^2 + correlated^2, as receivers do.
+    """
 
     gyro_noise: float = 1e-3  # rad/s/sqrt(Hz)
     accel_noise: float = 2e-2  # m/s^2/sqrt(Hz)
@@ -136,14 +144,19 @@ class SensorModel:
     lever_arm: tuple[float, float, float] = (0.0, 0.0, 0.0)  # m, body
     magnetometer_sigma: float = 2e-7  # T, per axis
     barometer_sigma: float = 0.5  # m
+    gnss_correlated_sigma_horizontal: float = 0.0  # m
+    gnss_correlated_sigma_vertical: float = 0.0  # m
+    gnss_correlation_time: float = 60.0  # s
     # North, east, down (T): WMM near Buenos Aires (about 22.5 uT, inclination -38 deg).
     magnetic_field_ned: tuple[float, float, float] = (1.75e-5, -2.8e-6, -1.39e-5)
 
 
 @dataclass(frozen=True)
 class SimulatedData:
-    """IMU samples (row k covers (t_{k-1}, t_k]), GNSS fixes, magnetometer samples (body
-    axes, T), barometric ellipsoidal heights (m) and truth at IMU stamps."""
+    """IMU samples (row k covers (t_{k-1}, t_k]), GNSS fixes with the position covariance
+    they report (ECEF, m^2), magnetometer samples (body axes, T), barometric ellipsoidal
+    heights (m) and truth at IMU stamps, including the correlated GNSS position error
+    ``gnss_bias`` (m, ENU axes at the trajectory origin; zero without it)."""
 
     imu_time: Array
     gyro: Array
@@ -159,6 +172,8 @@ class SimulatedData:
     magnetometer_field: Array
     barometer_time: Array
     barometer_height: Array
+    gnss_position_covariance: Array
+    gnss_bias: Array
 
 
 def simulate(trajectory: Trajectory, sensors: SensorModel, duration: float,
@@ -209,10 +224,30 @@ def simulate(trajectory: Trajectory, sensors: SensorModel, duration: float,
     baro_index = stamp_indices(barometer_rate)
     height = np.array([ecef_to_geodetic(p)[2] for p in truth["p"][baro_index]])
     height += rng.normal(0, sensors.barometer_sigma, height.shape) * scale
+    correlated_sigma = np.array([sensors.gnss_correlated_sigma_horizontal] * 2
+                                + [sensors.gnss_correlated_sigma_vertical])
+    gnss_bias = np.zeros((n + 1, 3))
+    if noise and correlated_sigma.any():
+        gnss_bias = _gauss_markov(rng, correlated_sigma, sensors.gnss_correlation_time, dt, n)
+        gnss_p = gnss_p + gnss_bias[index] @ trajectory.enu_to_ecef.T
+    R = trajectory.enu_to_ecef
+    position_covariance = (sensors.gnss_position_sigma**2 * np.eye(3)
+                           + (R * np.square(correlated_sigma)) @ R.T)
     return SimulatedData(t, gyro, accel, t[index], gnss_p, gnss_v, truth,
                          gyro_bias, accel_bias, sensors, magnetometer_time=t[mag_index],
                          magnetometer_field=field, barometer_time=t[baro_index],
-                         barometer_height=height)
+                         barometer_height=height, gnss_position_covariance=position_covariance,
+                         gnss_bias=gnss_bias)
+
+
+def _gauss_markov(rng: np.random.Generator, sigma: Array, tau: float, dt: float,
+                  n: int) -> Array:
+    """n + 1 samples, dt s apart, of a stationary first-order Gauss-Markov 3-vector with
+    per-axis sigma and correlation time tau (s): exact discretization, b_0 ~ N(0, sigma^2)."""
+    decay = np.exp(-dt / tau)
+    innovations = rng.normal(0.0, 1.0, (n + 1, 3)) * sigma
+    innovations[1:] *= np.sqrt(1.0 - decay**2)
+    return lfilter([1.0], [1.0, -decay], innovations, axis=0)
 
 
 def events(data: SimulatedData) -> Iterator[tuple[str, int]]:
@@ -242,14 +277,16 @@ def run(filter_: ErrorStateFilter, data: SimulatedData, start: int = 0,
 
     skip_gnss: (start, end) s of a simulated GNSS outage; magnetometer, barometer: also
     feed those samples (with the simulated sigmas). Returns arrays keyed
-    ``error`` (filter convention), ``nees``, ``sigma`` (conventional, per state) and
-    ``time``, plus ``nis`` of every GNSS epoch.
+    ``error`` (filter convention, against the true GNSS bias too), ``nees``, ``sigma``
+    (conventional, per state), ``position_error`` (p_hat - p, ECEF m),
+    ``position_covariance`` (its 3x3, m^2) and ``time``, plus ``nis`` of every GNSS epoch.
     """
-    sigma_p, sigma_v = data.sensors.gnss_position_sigma, data.sensors.gnss_velocity_sigma
-    rp, rv = np.full(3, sigma_p**2), np.full(3, sigma_v**2)
+    rp = data.gnss_position_covariance
+    rv = np.full(3, data.sensors.gnss_velocity_sigma**2)
     r_mag = np.full(3, data.sensors.magnetometer_sigma**2)
     r_baro = data.sensors.barometer_sigma**2
     times, errors, nees, sigmas, nis = [], [], [], [], []
+    position_errors, position_covariances = [], []
     for kind, index in events(data):
         if kind == "magnetometer":
             t = data.magnetometer_time[index]
@@ -276,26 +313,32 @@ def run(filter_: ErrorStateFilter, data: SimulatedData, start: int = 0,
         filter_.flush()
         truth = data.truth
         error = filter_.error_from_truth(truth["q"][index], truth["v"][index], truth["p"][index],
-                                         data.gyro_bias[index], data.accel_bias[index])
+                                         data.gyro_bias[index], data.accel_bias[index],
+                                         data.gnss_bias[index])
         times.append(data.imu_time[index])
         errors.append(error)
         nees.append(float(error @ np.linalg.solve(filter_.covariance, error)))
-        sigmas.append(np.sqrt(np.diag(filter_.conventional_covariance())))
+        conventional = filter_.conventional_covariance()
+        sigmas.append(np.sqrt(np.diag(conventional)))
+        position_errors.append(filter_.nominal()[2] - truth["p"][index])
+        position_covariances.append(conventional[POS, POS])
     return {"time": np.array(times), "error": np.array(errors), "nees": np.array(nees),
-            "sigma": np.array(sigmas), "nis": np.array(nis)}
+            "sigma": np.array(sigmas), "nis": np.array(nis),
+            "position_error": np.array(position_errors),
+            "position_covariance": np.array(position_covariances)}
 
 
 def start_with_error(filter_: ErrorStateFilter, data: SimulatedData, sigmas: NDArray,
                      rng: np.random.Generator) -> None:
     """Initialize at the first truth sample displaced by an error drawn from N(0, sigmas).
 
-    The error is in the filter's own convention (sigmas: rad, m/s, m, rad/s, m/s^2), so
-    the initial covariance diag(sigmas^2) is consistent with it to first order.
+    The error is in the filter's own convention (15 sigmas: rad, m/s, m, rad/s, m/s^2), so
+    the initial covariance diag(sigmas^2) is consistent with it to first order. A GNSS bias
+    estimate starts at zero: its error, minus the simulated bias, is drawn from the
+    stationary covariance the filter starts with.
     """
     truth = data.truth
     filter_.initialize(data.imu_time[0], truth["q"][0], truth["v"][0], truth["p"][0],
                        sigmas, data.gyro_bias[0], data.accel_bias[0])
     error = rng.normal(0.0, sigmas)
-    filter_._inject((-error[:9]).tolist())
-    filter_.gyro_bias = tuple((data.gyro_bias[0] + error[9:12]).tolist())
-    filter_.accel_bias = tuple((data.accel_bias[0] + error[12:15]).tolist())
+    filter_._correct((-error).tolist() + [0.0] * (filter_.state_dim - STATE_DIM))

@@ -2,7 +2,8 @@
 
 Error state dx_L = [dsigma, dsigma', dsigma'', db_g, db_a]: body-frame attitude error
 (q = q_hat exp(dsigma/2)), body-frame velocity and position errors truth - estimate
-(dsigma' = C_hat^T (v - v_hat)), and bias errors estimate - truth.
+(dsigma' = C_hat^T (v - v_hat)), and bias errors estimate - truth (then the GNSS
+position bias error, with the bias states of the shared base).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ from trident_ekf.core.mechanization import Trident, TridentIntegrator, normalize
 
 
 class TridentEKF(ErrorStateFilter):
-    """15-state EKF whose nominal state is one unit trident quaternion (12 floats)."""
+    """15-state (18 with the GNSS bias) EKF whose nominal state is one unit trident
+    quaternion (12 floats)."""
 
     _NOMINAL_FIELDS = ("_x",)
 
@@ -53,9 +55,11 @@ class TridentEKF(ErrorStateFilter):
         self._F[ATT, BG] = -np.eye(3)
         self._F[VEL, BA] = -np.eye(3)
         self._F[POS, VEL] = np.eye(3)
+        dim = self.state_dim
         self._fill_index = np.array(
-            skew_flat_indices(0, 0) + skew_flat_indices(3, 0) + skew_flat_indices(3, 3)
-            + skew_flat_indices(6, 6) + block_flat_indices(3, 6)
+            skew_flat_indices(0, 0, dim) + skew_flat_indices(3, 0, dim)
+            + skew_flat_indices(3, 3, dim) + skew_flat_indices(6, 6, dim)
+            + block_flat_indices(3, 6, dim)
         )
 
     @property
@@ -126,9 +130,8 @@ class TridentEKF(ErrorStateFilter):
             tuple(a + b for a, b in zip(a2, b2, strict=True)),
         )
 
-    def error_from_truth(self, q: ArrayLike, v: ArrayLike, p: ArrayLike,
-                         gyro_bias: ArrayLike, accel_bias: ArrayLike) -> NDArray:
-        """dx_L of this estimate relative to the truth (q, v, p, b_g, b_a)."""
+    def _navigation_error(self, q: ArrayLike, v: ArrayLike, p: ArrayLike) -> NDArray:
+        """[dsigma, dsigma', dsigma''] of this estimate relative to the truth (q, v, p)."""
         q_hat, v_hat, p_hat = self.nominal()
         C = quaternion.to_matrix(q_hat)
         attitude = quaternion.to_rotation_vector(
@@ -138,14 +141,13 @@ class TridentEKF(ErrorStateFilter):
             attitude,
             C.T @ (np.asarray(v, dtype=float) - v_hat),
             C.T @ (np.asarray(p, dtype=float) - p_hat),
-            np.array(self.gyro_bias) - np.asarray(gyro_bias, dtype=float),
-            np.array(self.accel_bias) - np.asarray(accel_bias, dtype=float),
         ])
 
     def conventional_jacobian(self) -> NDArray:
-        """Corrected J_L^T of notes 5.6 in this filter's ordering: blkdiag(I, -C, -C, I, I)."""
+        """Corrected J_L^T of notes 5.6 in this filter's ordering: blkdiag(I, -C, -C, I, I
+        (, I))."""
         C = quaternion.to_matrix(self.nominal()[0])
-        J = np.eye(15)
+        J = np.eye(self.state_dim)
         J[VEL, VEL] = -C
         J[POS, POS] = -C
         return J

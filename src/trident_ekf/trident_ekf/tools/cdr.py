@@ -14,7 +14,7 @@ the bytes and the NUL.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -74,6 +74,20 @@ def decode_odometry(raw: bytes | memoryview) -> tuple[int, NDArray]:
     stamp, body, order = _read_head(raw, 2)
     # A copy: a view would keep the whole read buffer alive.
     return stamp, np.frombuffer(raw, order + "f8", ODOMETRY_DOUBLES, body).astype(float)
+
+
+def encode_odometry(stamp: int, frame_id: str, child_frame_id: str,
+                    estimate: Mapping[str, NDArray]) -> bytes:
+    """nav_msgs/Odometry CDR of an ``EstimationSession.estimate()``: pose in ``frame_id``
+    (ENU), twist in ``child_frame_id`` (body), 6x6 covariances (x, y, z, rot x, y, z)."""
+    values = np.empty(ODOMETRY_DOUBLES)
+    values[POSITION] = estimate["position"]
+    values[ORIENTATION] = estimate["attitude"]
+    values[POSE_COVARIANCE] = estimate["pose_cov"].reshape(36)
+    values[LINEAR] = estimate["linear_body"]
+    values[ANGULAR] = estimate["angular_body"]
+    values[TWIST_COVARIANCE] = estimate["twist_cov"].reshape(36)
+    return encode_stamped(stamp, (frame_id, child_frame_id), values)
 
 
 def encode_stamped(stamp: int, strings: Sequence[str], values: ArrayLike) -> bytes:

@@ -19,23 +19,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from mav_geometry import quaternion
-from mav_geometry.scalar import multiply, to_matrix
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
-from trident_ekf.core.earth import (
-    OMEGA_ECEF,
-    enu_to_ecef_rotation,
-    geodetic_to_ecef,
-)
 from trident_ekf.core.filter import ErrorStateFilter
 from trident_ekf.core.initialization import Initializer
+from trident_ekf.core.session import EstimationSession, OutputSchedule
 from trident_ekf.tools import bagio, cdr
 from trident_ekf.tools.report import ReportSeries, write_report
 
 REPORT_RATE = 10.0  # Hz
-GNSS_PAIRING = 0.05  # s: a fix and a velocity closer than this form one measurement
-# Used when a message carries no covariance (notes 5.5 starting values): ENU m^2, m^2/s^2.
-DEFAULT_FIX_COVARIANCE = np.diag([2.5**2, 2.5**2, 5.0**2])
-DEFAULT_VELOCITY_COVARIANCE = np.eye(3) * 0.2**2
 
 
 @dataclass(frozen=True)
@@ -46,100 +37,40 @@ class Topics:
     reference: str = "/reference/odometry"
 
 
-class Datum:
-    """ENU 'map' frame at a geodetic point: ECEF <-> ENU for positions, vectors, covariances."""
-
-    def __init__(self, latitude: float, longitude: float, height: float) -> None:
-        self.geodetic = (latitude, longitude, height)
-        self.origin = geodetic_to_ecef(latitude, longitude, height)
-        self.enu_to_ecef = enu_to_ecef_rotation(latitude, longitude)
-        x, y, z, w = quaternion.from_matrix(self.enu_to_ecef)
-        self._ecef_to_enu_quaternion = (-x, -y, -z, w)
-
-    def attitude_enu(self, q_body_to_ecef: NDArray) -> NDArray:
-        """q body->ENU with a non-negative scalar part (a quaternion product: converting the
-        rotation matrix back costs more than the rest of an output)."""
-        q = np.array(multiply(self._ecef_to_enu_quaternion, q_body_to_ecef))
-        return -q if q[3] < 0.0 else q
-
-    def position_enu(self, p_ecef: NDArray) -> NDArray:
-        """ENU coordinates (m): the tangent-plane rotation of p - origin (as ecef2enu)."""
-        return self.enu_to_ecef.T @ (np.asarray(p_ecef, dtype=float) - self.origin)
-
-
 class ReplaySession:
-    """Feeds messages to the initializer, then to the filter, and writes its outputs."""
+    """Translates bag messages into an ``EstimationSession`` and writes its outputs."""
 
     def __init__(self, filter_: ErrorStateFilter, initializer: Initializer,
                  writer: bagio.BagWriter | None, output_rate: float) -> None:
+        self.session = EstimationSession(filter_, initializer)
         self.filter = filter_
-        self.initializer = initializer
         self.writer = writer
-        self.output_period = 1.0 / output_rate
-        self.datum: Datum | None = None
-        self._local_rotation = np.eye(3)
+        self.schedule = OutputSchedule(output_rate)
         self.series = ReportSeries()
-        self._last_output = -math.inf
         self._last_report = -math.inf
-        self._fix: tuple[float, NDArray, NDArray] | None = None
-        self._velocity: tuple[float, NDArray, NDArray] | None = None
-        self.imu_count = 0
-        self._first_imu = math.nan
-        self._last_imu = math.nan
-
-    @property
-    def duration(self) -> float:
-        """Span of the IMU stamps seen so far, s."""
-        return 0.0 if self.imu_count < 2 else self._last_imu - self._first_imu
 
     # ----- inputs -------------------------------------------------------------------------
     def imu(self, sample: cdr.ImuSample) -> None:
         stamp, gyro, accel = sample
-        t = stamp * 1e-9
-        self.imu_count += 1
-        if self.imu_count == 1:
-            self._first_imu = t
-        self._last_imu = t
-        self._flush_gnss(t)
-        if not self.filter.initialized:
-            self.initializer.add_imu(t, gyro, accel)
-            return
-        if self.filter.process_imu(t, gyro, accel):
-            self._outputs(t, stamp)
+        if self.session.imu(stamp, gyro, accel):
+            self._outputs(stamp * 1e-9, stamp)
 
     def fix(self, message: Any) -> None:
-        if message.status.status < 0:  # NO_FIX must not be fused
-            return
-        t = bagio.stamp_ns(message) * 1e-9
-        if self.datum is None:
-            self.datum = Datum(message.latitude, message.longitude, message.altitude)
-        self._flush_gnss(t)
-        rotation = enu_to_ecef_rotation(message.latitude, message.longitude)
-        self._local_rotation = rotation
-        covariance_enu = np.asarray(message.position_covariance, dtype=float).reshape(3, 3)
-        if message.position_covariance_type == 0:  # COVARIANCE_TYPE_UNKNOWN
-            covariance_enu = DEFAULT_FIX_COVARIANCE
-        covariance = rotation @ covariance_enu @ rotation.T
-        position = geodetic_to_ecef(message.latitude, message.longitude, message.altitude)
-        self._fix = (t, position, covariance)
-        self._pair()
+        self.session.fix(bagio.stamp_ns(message), message.status.status, message.latitude,
+                         message.longitude, message.altitude, message.position_covariance,
+                         message.position_covariance_type != 0)  # 0: COVARIANCE_TYPE_UNKNOWN
+        self._write_updates()
 
     def velocity(self, message: Any) -> None:
-        if self.datum is None:
-            return
-        t = bagio.stamp_ns(message) * 1e-9
         linear = message.twist.twist.linear
-        rotation = self._local_rotation  # ENU at the latest fix
         covariance = np.asarray(message.twist.covariance, dtype=float).reshape(6, 6)[:3, :3]
-        if not np.any(covariance):
-            covariance = DEFAULT_VELOCITY_COVARIANCE
-        self._velocity = (t, rotation @ np.array([linear.x, linear.y, linear.z]),
-                          rotation @ covariance @ rotation.T)
-        self._pair()
+        self.session.velocity(bagio.stamp_ns(message), (linear.x, linear.y, linear.z),
+                              covariance)
+        self._write_updates()
 
     def reference(self, stamp: int, values: NDArray) -> None:
         """nav_msgs/Odometry as ``cdr.decode_odometry`` gives it."""
-        if not self.filter.initialized or self.datum is None:
+        if not self.session.started:
             return
         t = stamp * 1e-9
         if t - self._last_report < 1.0 / REPORT_RATE:
@@ -147,67 +78,27 @@ class ReplaySession:
         self._last_report = t
         q = values[cdr.ORIENTATION]
         v_enu = quaternion.rotate(q, values[cdr.LINEAR])
-        self.series.add_reference(t, values[cdr.POSITION], v_enu, q, self._estimate_enu())
+        self.series.add_reference(t, values[cdr.POSITION], v_enu, q, self.session.estimate())
 
-    # ----- GNSS pairing -------------------------------------------------------------------
-    def _pair(self) -> None:
-        if self._fix and self._velocity and abs(self._fix[0] - self._velocity[0]) < GNSS_PAIRING:
-            fix, velocity = self._fix, self._velocity
-            self._fix = self._velocity = None
-            self._submit(fix[0], fix[1], fix[2], velocity[1], velocity[2])
-
-    def _flush_gnss(self, t: float) -> None:
-        """A fix left without a velocity for longer than the pairing window goes alone."""
-        if self._fix and t - self._fix[0] > GNSS_PAIRING:
-            fix, self._fix = self._fix, None
-            self._submit(fix[0], fix[1], fix[2], None, None)
-        if self._velocity and t - self._velocity[0] > GNSS_PAIRING:
-            self._velocity = None
-
-    def _submit(self, t: float, position: NDArray, position_cov: NDArray,
-                velocity: NDArray | None, velocity_cov: NDArray | None) -> None:
-        if not self.filter.initialized:
-            if self.initializer.add_gnss(t, position, velocity):
-                start = self.initializer.result
-                self.filter.initialize(start.time, start.attitude, start.velocity,
-                                       start.position, start.sigmas, start.gyro_bias)
-            return
-        self.filter.process_gnss(t, position, position_cov, velocity, velocity_cov)
-        for update in self.filter.drain_updates():
+    # ----- outputs ------------------------------------------------------------------------
+    def _write_updates(self) -> None:
+        """NIS of every GNSS update into the report, and a diagnostics message per update."""
+        for update in self.session.drain_updates():
             self.series.add_nis(update.time, update.nis, update.dof, update.accepted)
             if self.writer is not None:
                 stamp = round(update.time * 1e9)
+                level, summary, values = self.session.diagnostics(update)
                 self.writer.write("/trident_ekf/diagnostics", bagio.DIAGNOSTICS, stamp,
-                                  self._diagnostics(stamp, update))
-
-    # ----- outputs ------------------------------------------------------------------------
-    def _estimate_enu(self) -> dict[str, NDArray]:
-        """The estimate in the ENU map frame with its covariances (and ECEF helpers)."""
-        q_e, v_e, p_e = self.filter.nominal()
-        datum = self.datum
-        R = datum.enu_to_ecef
-        C_eb = np.array(to_matrix(tuple(q_e)))
-        C_nb = R.T @ C_eb
-        P = self.filter.conventional_covariance()
-        return {
-            "position": datum.position_enu(p_e), "velocity": R.T @ v_e,
-            "attitude": datum.attitude_enu(q_e),
-            "position_cov": R.T @ P[6:9, 6:9] @ R, "velocity_cov": R.T @ P[3:6, 3:6] @ R,
-            "attitude_cov": C_nb @ P[0:3, 0:3] @ C_nb.T,
-            "gyro_bias": np.array(self.filter.gyro_bias),
-            "accel_bias": np.array(self.filter.accel_bias),
-            "bias_sigma": np.sqrt(np.diag(P)[9:15]),
-            "C_eb": C_eb, "v_ecef": v_e, "P_vel_ecef": P[3:6, 3:6],
-        }
+                                  bagio.diagnostics_message(stamp, "trident_ekf", level,
+                                                            summary, values))
 
     def _outputs(self, t: float, stamp: int) -> None:
         """Odometry at the output rate; biases and the report series at ``REPORT_RATE``."""
-        due_output = self.writer is not None and t - self._last_output >= self.output_period
+        due_output = self.writer is not None and self.schedule.due(stamp)
         due_report = t - self.series.last_estimate_time >= 1.0 / REPORT_RATE
         if not (due_output or due_report):
             return
-        self.filter.flush()
-        estimate = self._estimate_enu()
+        estimate = self.session.estimate()
         if due_report:
             self.series.add_estimate(t, estimate)
             if self.writer is not None:
@@ -217,30 +108,8 @@ class ReplaySession:
                                                              estimate[name]))
         if not due_output:
             return
-        self._last_output = t
-        # Odometry fields in message order, the 6x6 covariances as views into the buffer.
-        values = np.zeros(cdr.ODOMETRY_DOUBLES)
-        values[cdr.POSITION] = estimate["position"]
-        values[cdr.ORIENTATION] = estimate["attitude"]
-        pose_cov = values[cdr.POSE_COVARIANCE].reshape(6, 6)
-        pose_cov[:3, :3] = estimate["position_cov"]
-        pose_cov[3:, 3:] = estimate["attitude_cov"]
-        C = estimate["C_eb"]
-        values[cdr.LINEAR] = C.T @ estimate["v_ecef"]
-        values[cdr.ANGULAR] = np.array(self.filter.last_omega) - C.T @ OMEGA_ECEF
-        twist_cov = values[cdr.TWIST_COVARIANCE].reshape(6, 6)
-        twist_cov[:3, :3] = C.T @ estimate["P_vel_ecef"] @ C
-        twist_cov[3:, 3:] = np.eye(3) * self.filter.config.gyro_noise**2
         self.writer.write_cdr("/trident_ekf/odometry", bagio.ODOMETRY, stamp,
-                              cdr.encode_stamped(stamp, ("map", "base_link"), values))
-
-    def _diagnostics(self, stamp: int, update: Any) -> Any:
-        status = self.filter.status
-        level = {"nominal": 0, "outage": 1}.get(status.value, 2)
-        values = {"nis": f"{update.nis:.3f}", "dof": str(update.dof),
-                  "accepted": str(update.accepted).lower(), "status": status.value}
-        values.update({k: str(v) for k, v in self.filter.counters.as_dict().items()})
-        return bagio.diagnostics_message(stamp, "trident_ekf", level, status.value, values)
+                              cdr.encode_odometry(stamp, "map", "base_link", estimate))
 
 
 def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
@@ -278,10 +147,11 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
     summary = session.series.summary()
     summary.update({
         "bag": str(bag), "filter": filter_name, "status": filter_.status.value,
-        "counters": filter_.counters.as_dict(), "wall_time_s": elapsed,
-        "imu_messages": session.imu_count, "log_duration_s": session.duration,
-        "real_time_factor": session.duration / elapsed if elapsed > 0 else math.inf,
-        "datum": session.datum.geodetic if session.datum else None,
+        "counters": session.session.counts(), "wall_time_s": elapsed,
+        "imu_messages": session.session.received["imu"],
+        "log_duration_s": session.session.duration,
+        "real_time_factor": session.session.duration / elapsed if elapsed > 0 else math.inf,
+        "datum": session.session.datum.geodetic if session.session.datum else None,
     })
     if report is not None:
         write_report(session.series, summary, report)

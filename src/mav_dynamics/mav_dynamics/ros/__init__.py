@@ -1,0 +1,5 @@
+"""ROS 2 shell of ``mav_dynamics``: the controller/allocator node and its message conversion.
+
+The numpy core (``mav_dynamics.controller``, ``allocation``, ``trajectories``) never imports
+rclpy; only this subpackage does.
+"""

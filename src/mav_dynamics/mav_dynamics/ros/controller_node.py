@@ -1,0 +1,315 @@
+"""``controller`` node: trajectory -> SE(3) tracking controller -> control allocation.
+
+Each tick of a timer on the node clock (sim time in simulation) takes the latest accepted
+odometry, evaluates the flight plan, computes the body wrench (``TrackingController``) and
+allocates it (``ControlAllocator``), then publishes ``actuator_commands`` (JointState:
+``rotor_i`` velocity = rotor speed in rad/s, ``tilt_i`` position = tilt angle in rad),
+``controller/wrench`` (body wrench in ``base_link``) and ``controller/reference`` (Odometry
+in ``map`` of the plan's position and attitude, twist in the reference body frame
+``base_link_reference``); ``/diagnostics`` (status ``controller``) every
+``diagnostics_period_s``.
+
+- Before the first odometry, and until ``takeoff_delay_s`` after it, every tick publishes the
+  idle command (rotor speeds 0: motors off) so a lock-stepped simulator keeps advancing.
+- The flight plan is ``TakeOff``: a minimum-jerk climb from where the vehicle sits when the
+  delay ends (latest odometry; turning from its heading to the plan's) to the start of the
+  chosen trajectory, then the trajectory.
+- ``controller/setpoint`` (PoseStamped, ``map``) replaces the plan by a minimum-jerk move
+  from the current reference to a hover at that pose (before take-off: the climb's goal).
+- Odometry with non-finite fields, a non-unit quaternion or a stamp not after the last one
+  is counted per reason, reported and ignored.
+- Stale odometry (older than ``odometry_timeout_s``): the controller keeps flying on the
+  last accepted odometry as it is (no extrapolation, the plan goes on) and reports ERROR;
+  a multirotor has no safe open-loop command, so the node makes the fault loud instead.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from geometry_msgs.msg import PoseStamped, WrenchStamped
+from nav_msgs.msg import Odometry
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import QoSProfile
+from sensor_msgs.msg import JointState
+
+from mav_dynamics.allocation import AllocationStatus, ControlAllocator
+from mav_dynamics.controller import ControlOutput, TrackingController, TrackingReference
+from mav_dynamics.model import TreeModel
+from mav_dynamics.ros import convert
+from mav_dynamics.ros.parameters import ODOMETRY_TOPICS, declare_parameters
+from mav_dynamics.trajectories import (
+    Hover,
+    MinimumJerkMove,
+    TakeOff,
+    Trajectory,
+    heading,
+    rest_to_rest_duration,
+)
+from mav_dynamics.vehicle import FloatArray
+from mav_dynamics.vehicle_file import load_vehicle, resolve_vehicle_file
+from mav_geometry import quaternion
+
+NODE_NAME = "controller"
+QUATERNION_TOLERANCE = 1e-3
+"""Largest accepted | |q| - 1 | of a received quaternion (it is then normalised)."""
+SHORTEST_SETPOINT_MOVE_S = 1.0
+"""Least duration of a move to a new setpoint, s: also bounds the braking from speed."""
+
+
+class ControllerNode(Node):
+    """The controller/allocator node; keyword arguments go to ``rclpy.node.Node``."""
+
+    def __init__(self, **node_kwargs: Any) -> None:
+        super().__init__(node_kwargs.pop("node_name", NODE_NAME), **node_kwargs)
+        try:
+            self.settings = declare_parameters(self)
+            self._setup()
+        except Exception:
+            self.destroy_node()
+            raise
+
+    def _setup(self) -> None:
+        values = self.settings.values
+        vehicle_path = resolve_vehicle_file(values["vehicle_file"])
+        try:
+            vehicle = load_vehicle(vehicle_path)
+            model = TreeModel(vehicle)
+            self.allocator = ControlAllocator(model)
+            self.controller = TrackingController(model, self.settings.gains,
+                                                 rank=self.allocator.rank)
+        except ValueError as error:
+            raise ValueError(f"parameter vehicle_file = {values['vehicle_file']!r}: "
+                             f"{error}") from error
+        self.vehicle_name = vehicle.name
+        self.mission = self.settings.mission()
+        self.plan_name: str = values["trajectory"]
+        """What is flown after take-off: the ``trajectory`` parameter, or ``setpoint``."""
+        self.plan: Trajectory | None = None
+        """The take-off and mission, built when the climb starts (None before)."""
+        self._plan_start_ns: int | None = None
+        self._state: tuple[FloatArray, FloatArray, FloatArray] | None = None
+        self._state_stamp_ns: int | None = None
+        self.rejected_odometry: Counter[str] = Counter()
+        self.rejected_setpoints: Counter[str] = Counter()
+        self._idle_speeds = np.zeros(model.rotor_count)
+        self._idle_tilts = np.clip(0.0, self.allocator.tilt_min, self.allocator.tilt_max)
+        self._tilt_command = self._idle_tilts.copy()
+        self._period_s = 1.0 / values["rate_hz"]
+        self._last_status: tuple[AllocationStatus, ControlOutput] | None = None
+        self._rejections_reported = 0
+        self._saturated_ticks = 0
+        self._ticks = 0
+        self._quaternion_cache: tuple[FloatArray, FloatArray] = (np.eye(3), np.array(
+            [0.0, 0.0, 0.0, 1.0]))
+        self._command = convert.joint_state_message(model.rotor_count, model.tilt_count)
+        self._wrench = WrenchStamped()
+        self._wrench.header.frame_id = "base_link"
+        self._reference = Odometry()
+        self._reference.header.frame_id = "map"
+        self._reference.child_frame_id = "base_link_reference"  # twist in the reference body
+        outputs = QoSProfile(depth=10)
+        self.command_publisher = self.create_publisher(JointState, "actuator_commands", outputs)
+        self.wrench_publisher = self.create_publisher(WrenchStamped, "controller/wrench", outputs)
+        self.reference_publisher = self.create_publisher(Odometry, "controller/reference",
+                                                         outputs)
+        self.diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics",
+                                                           outputs)
+        self.odometry_topic = ODOMETRY_TOPICS[values["odometry_source"]]
+        self.create_subscription(Odometry, self.odometry_topic, self._on_odometry, outputs)
+        self.create_subscription(PoseStamped, "controller/setpoint", self._on_setpoint, outputs)
+        self._diagnostics_period_ns = round(values["diagnostics_period_s"] * 1e9)
+        self._next_diagnostics_ns: int | None = None
+        self.create_timer(self._period_s, self._tick)
+
+    # --- inputs -------------------------------------------------------------------------
+
+    def _on_odometry(self, message: Odometry) -> None:
+        sample = convert.odometry_sample(message)
+        reason = self._odometry_rejection(sample)
+        if reason is not None:
+            self.rejected_odometry[reason] += 1
+            return
+        rotation = quaternion.to_matrix(sample.orientation / np.linalg.norm(sample.orientation))
+        self._state = (rotation, sample.position, sample.twist)
+        self._state_stamp_ns = sample.stamp_ns
+        if self._plan_start_ns is None:
+            self._plan_start_ns = self._now_ns() + round(
+                self.settings.values["takeoff_delay_s"] * 1e9)
+
+    def _odometry_rejection(self, sample: convert.OdometrySample) -> str | None:
+        """Why a sample cannot be used (a diagnostics counter name), or None."""
+        if not (np.isfinite(sample.orientation).all() and np.isfinite(sample.position).all()
+                and np.isfinite(sample.twist).all()):
+            return "non_finite"
+        if abs(np.linalg.norm(sample.orientation) - 1.0) > QUATERNION_TOLERANCE:
+            return "non_unit_quaternion"
+        if self._state_stamp_ns is not None:
+            if sample.stamp_ns < self._state_stamp_ns:
+                return "stamp_backwards"
+            if sample.stamp_ns == self._state_stamp_ns:
+                return "stamp_duplicate"
+        return None
+
+    def _on_setpoint(self, message: PoseStamped) -> None:
+        position, orientation = convert.pose_target(message)
+        if message.header.frame_id not in ("", "map"):
+            self.rejected_setpoints["frame_not_map"] += 1
+            return
+        if not (np.isfinite(position).all() and np.isfinite(orientation).all()):
+            self.rejected_setpoints["non_finite"] += 1
+            return
+        if abs(np.linalg.norm(orientation) - 1.0) > QUATERNION_TOLERANCE:
+            self.rejected_setpoints["non_unit_quaternion"] += 1
+            return
+        attitude = quaternion.to_matrix(orientation / np.linalg.norm(orientation))
+        self.plan_name = "setpoint"
+        time_s = self._plan_time(self._now_ns())
+        if self.plan is None or time_s is None:
+            self.mission = Hover(position, attitude=attitude)   # the climb's goal
+            return
+        current = self.plan.reference(time_s)
+        distance = float(np.linalg.norm(position - current.position))
+        duration = max(rest_to_rest_duration(distance, self.settings.values["speed_mps"]),
+                       SHORTEST_SETPOINT_MOVE_S)
+        self.plan = MinimumJerkMove(current, position, duration, time_s, attitude)
+
+    def _takeoff(self, rotation: FloatArray, position: FloatArray) -> TakeOff:
+        """Climb from where the vehicle sits, turning from its heading, to the mission's start.
+
+        Built from the odometry at the end of the take-off delay, not the first one: an
+        estimator's first outputs may still be settling."""
+        yaw = math.atan2(rotation[1, 0], rotation[0, 0])
+        return TakeOff(position, self.mission, self.settings.values["takeoff_duration_s"],
+                       heading(yaw))
+
+    # --- control tick ---------------------------------------------------------------------
+
+    def _now_ns(self) -> int:
+        return int(self.get_clock().now().nanoseconds)
+
+    def _plan_time(self, now_ns: int) -> float | None:
+        """Flight-plan time (s) at ``now_ns``: < 0 during the take-off delay, None before the
+        first odometry."""
+        if self._plan_start_ns is None:
+            return None
+        return (now_ns - self._plan_start_ns) * 1e-9
+
+    def _tick(self) -> None:
+        now = self.get_clock().now()
+        now_ns = int(now.nanoseconds)
+        stamp = now.to_msg()
+        self._ticks += 1
+        plan_time = self._plan_time(now_ns)
+        if self._state is None or plan_time is None or plan_time < 0.0:
+            convert.fill_joint_state(self._command, stamp, self._idle_speeds, self._idle_tilts)
+            self.command_publisher.publish(self._command)
+        else:
+            if self.plan is None:
+                self.plan = self._takeoff(*self._state[:2])
+            self._control(stamp, self.plan.reference(plan_time), *self._state)
+        self._maybe_publish_diagnostics(now_ns, stamp)
+
+    def _control(self, stamp: Any, reference: TrackingReference, rotation: FloatArray,
+                 position: FloatArray, twist: FloatArray) -> None:
+        output = self.controller.update(rotation, position, twist, reference)
+        tilting = self._tilt_command.size > 0
+        allocation = self.allocator.allocate(
+            output.wrench, self._tilt_command if tilting else None,
+            self._period_s if tilting else None)
+        self._tilt_command = allocation.tilt_angles
+        status = allocation.status
+        self._saturated_ticks += status.saturated
+        self._last_status = (status, output)
+        convert.fill_joint_state(self._command, stamp, allocation.rotor_speeds,
+                                 allocation.tilt_angles)
+        self.command_publisher.publish(self._command)
+        convert.fill_wrench(self._wrench, stamp, output.wrench)
+        self.wrench_publisher.publish(self._wrench)
+        convert.fill_reference(self._reference, stamp, reference,
+                               self._orientation(reference.attitude))
+        self.reference_publisher.publish(self._reference)
+
+    def _orientation(self, attitude: FloatArray) -> FloatArray:
+        """``[x, y, z, w]`` of the reference attitude; cached (plans rarely turn)."""
+        matrix, value = self._quaternion_cache
+        if not np.array_equal(matrix, attitude):
+            value = quaternion.from_matrix(attitude)
+            self._quaternion_cache = (attitude, value)
+        return value
+
+    # --- diagnostics ----------------------------------------------------------------------
+
+    def _maybe_publish_diagnostics(self, now_ns: int, stamp: Any) -> None:
+        if self._next_diagnostics_ns is not None and now_ns < self._next_diagnostics_ns:
+            return
+        self._next_diagnostics_ns = now_ns + self._diagnostics_period_ns
+        level, summary, values = self.diagnostic_status(now_ns)
+        self.diagnostics_publisher.publish(convert.diagnostics_message(
+            stamp, NODE_NAME, self.vehicle_name, level, summary, values))
+        self._saturated_ticks = 0
+        self._ticks = 0
+
+    def diagnostic_status(self, now_ns: int) -> tuple[bytes, str, dict[str, str]]:
+        """Level, summary and key values of the ``controller`` status."""
+        values = {"odometry_topic": self.odometry_topic, "trajectory": self.plan_name}
+        rejections = sum(self.rejected_odometry.values())
+        new_rejections = rejections - self._rejections_reported
+        self._rejections_reported = rejections
+        values.update({f"rejected_odometry_{k}": str(n) for k, n in
+                       sorted(self.rejected_odometry.items())})
+        values.update({f"rejected_setpoint_{k}": str(n) for k, n in
+                       sorted(self.rejected_setpoints.items())})
+        if self._state_stamp_ns is None:
+            return DiagnosticStatus.OK, "waiting for odometry (motors off)", values
+        age = (now_ns - self._state_stamp_ns) * 1e-9
+        values["odometry_age_s"] = f"{age:.4f}"
+        plan_time = self._plan_time(now_ns)
+        if plan_time is None or plan_time < 0.0:
+            return DiagnosticStatus.OK, f"waiting for take-off in {-plan_time:.2f} s", values
+        if self._last_status is not None:
+            status, output = self._last_status
+            values.update({
+                "allocation_saturated": str(status.saturated),
+                "saturated_rotors": str(np.flatnonzero(status.saturated_rotors).tolist()),
+                "saturated_ticks": f"{self._saturated_ticks}/{self._ticks}",
+                "unallocated_wrench_norm": f"{np.linalg.norm(status.unallocated_wrench):.4g}",
+                "position_error_m": f"{np.linalg.norm(output.position_error):.4f}"})
+        if age > self.settings.values["odometry_timeout_s"]:
+            return (DiagnosticStatus.ERROR, f"odometry stale ({age:.2f} s): flying on the last "
+                    "odometry", values)
+        if self._saturated_ticks:
+            return DiagnosticStatus.WARN, "allocation saturated", values
+        if new_rejections:
+            return DiagnosticStatus.WARN, f"flying; {new_rejections} odometry rejected", values
+        return DiagnosticStatus.OK, "flying", values
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the node until interrupted; a bad parameter exits with status 2 and its message."""
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = ControllerNode()
+        rclpy.spin(node)
+    except ValueError as error:
+        print(f"controller_node: {error}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""ROS messages <-> the plain values of ``EstimationSession`` (the only place that knows both).
+
+Stamps are integer nanoseconds; vectors are tuples or numpy arrays in SI units. Inputs follow
+REP-145 (IMU specific force, sensor frame) and sensor_msgs/NavSatFix (WGS-84, ENU covariance);
+outputs follow REP-105 (odometry pose in the ENU map frame, twist in the body frame).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import PointStamped, TransformStamped, TwistWithCovarianceStamped
+from sensor_msgs.msg import MagneticField, NavSatFix
+from tf2_msgs.msg import TFMessage
+
+Vector3 = tuple[float, float, float]
+_NS = 1_000_000_000
+
+
+def stamp_ns(stamp: Time) -> int:
+    """A builtin_interfaces/Time as integer nanoseconds."""
+    return stamp.sec * _NS + stamp.nanosec
+
+
+def time_message(ns: int) -> Time:
+    """Integer nanoseconds as builtin_interfaces/Time."""
+    return Time(sec=ns // _NS, nanosec=ns % _NS)
+
+
+def fix_fields(message: NavSatFix) -> dict[str, Any]:
+    """Keyword arguments of ``EstimationSession.fix``: stamp, status, WGS-84 position and
+    the ENU covariance (m^2) with whether it is known (type not COVARIANCE_TYPE_UNKNOWN)."""
+    return {
+        "stamp_ns": stamp_ns(message.header.stamp), "status": message.status.status,
+        "latitude_deg": message.latitude, "longitude_deg": message.longitude,
+        "height_m": message.altitude, "covariance_enu": message.position_covariance,
+        "covariance_known": message.position_covariance_type != NavSatFix.COVARIANCE_TYPE_UNKNOWN,
+    }
+
+
+def velocity_fields(message: TwistWithCovarianceStamped) -> tuple[int, Vector3, np.ndarray]:
+    """(stamp ns, ENU velocity m/s, its 3x3 covariance m^2/s^2) of a GNSS velocity."""
+    linear = message.twist.twist.linear
+    covariance = np.asarray(message.twist.covariance, dtype=float).reshape(6, 6)[:3, :3]
+    return stamp_ns(message.header.stamp), (linear.x, linear.y, linear.z), covariance
+
+
+def magnetic_field(message: MagneticField, default_sigma_T: float
+                   ) -> tuple[int, Vector3, np.ndarray]:
+    """(stamp ns, flux density T, 3x3 covariance T^2; all zeros in the message: unknown, so
+    ``default_sigma_T`` per axis)."""
+    field = message.magnetic_field
+    covariance = np.asarray(message.magnetic_field_covariance, dtype=float).reshape(3, 3)
+    if not np.any(covariance):
+        covariance = np.eye(3) * default_sigma_T**2
+    return stamp_ns(message.header.stamp), (field.x, field.y, field.z), covariance
+
+
+def barometer_height(message: PointStamped) -> tuple[int, float]:
+    """(stamp ns, barometric height m) carried in ``point.z``."""
+    return stamp_ns(message.header.stamp), message.point.z
+
+
+def transform(estimate: dict[str, np.ndarray], stamp: int, frame_id: str,
+              child_frame_id: str) -> TFMessage:
+    """/tf message with the body pose in ``frame_id``: ``frame_id`` -> ``child_frame_id``."""
+    message = TransformStamped()
+    message.header.stamp = time_message(stamp)
+    message.header.frame_id = frame_id
+    message.child_frame_id = child_frame_id
+    t, r = message.transform.translation, message.transform.rotation
+    t.x, t.y, t.z = estimate["position"].tolist()
+    r.x, r.y, r.z, r.w = estimate["attitude"].tolist()
+    return TFMessage(transforms=[message])
+
+
+def diagnostics(stamp: Time, name: str, level: int, summary: str,
+                values: dict[str, str]) -> DiagnosticArray:
+    """A DiagnosticArray with one status (level 0 OK, 1 WARN, 2 ERROR) and its key/values."""
+    status = DiagnosticStatus(level=bytes([level]), name=name, message=summary,
+                              hardware_id=name)
+    status.values = [KeyValue(key=key, value=value) for key, value in values.items()]
+    message = DiagnosticArray(status=[status])
+    message.header.stamp = stamp
+    return message

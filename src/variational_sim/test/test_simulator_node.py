@@ -1,0 +1,303 @@
+"""SimulatorNode over real DDS (isolated domain, private context): parameters, lock-step,
+published frames and conventions, bad commands, services."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import rclpy
+import yaml
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import TwistWithCovarianceStamped
+from nav_msgs.msg import Odometry
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import Imu, JointState, NavSatFix, NavSatStatus
+from std_srvs.srv import Trigger
+from tf2_msgs.msg import TFMessage
+from visualization_msgs.msg import MarkerArray
+
+from variational_sim.ros import convert
+from variational_sim.ros.parameters import SPECS, ParameterError
+from variational_sim.ros.qos import RELIABLE_10, SENSOR_DATA, TF, TF_STATIC
+from variational_sim.ros.simulator_node import SimulatorNode
+
+TIMEOUT_S = 15.0
+NOISE_FREE_IMU = ("gyro_noise_density", "accel_noise_density", "gyro_bias_walk",
+                  "accel_bias_walk", "gyro_turn_on_sigma", "accel_turn_on_sigma",
+                  "gyro_bias_instability", "accel_bias_instability")
+"""IMU error parameters set to zero so that messages can be checked exactly."""
+
+
+@pytest.fixture(scope="module")
+def context() -> Iterator[rclpy.Context]:
+    """A private rclpy context on a random localhost-only domain."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 232)))
+        patch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        patch.delenv("ROS_STATIC_PEERS", raising=False)
+        context = rclpy.Context()
+        rclpy.init(context=context, args=[])
+        try:
+            yield context
+        finally:
+            rclpy.shutdown(context=context)
+
+
+def spin_until(executor: SingleThreadedExecutor, condition: Callable[[], bool],
+               what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {TIMEOUT_S} s waiting for {what}")
+        executor.spin_once(timeout_sec=0.01)
+
+
+@pytest.mark.parametrize(("name", "value", "words"), [
+    ("physics_rate_hz", 50.0, ["physics_rate_hz", "50.0", "10000.0"]),
+    ("physics_rate_hz", 1000, ["physics_rate_hz", "INTEGER", "DOUBLE"]),
+    ("integrator", "euler", ["integrator", "'euler'", "dqvi"]),
+    ("lockstep_period_s", 0.0075, ["lockstep_period_s", "0.0075", "IMU period"]),
+    ("gnss_outages", [3.0, 1.0], ["gnss_outages", "[3.0, 1.0]", "start < end"]),
+    ("ground_truth_rate_hz", 300.0, ["ground_truth_rate_hz", "300.0", "divide"]),
+    ("vehicle_file", "no_such_vehicle.yaml", ["vehicle_file", "no_such_vehicle.yaml"]),
+    ("imu_mount_rotation_xyzw", [0.0, 0.0, 0.0, 2.0], ["imu_mount_rotation_xyzw", "unit"]),
+    ("imu_rate_hz", 300.0, ["imu_rate_hz = 300.0", "divide physics_rate_hz"]),
+    ("datum", [95.0, 0.0, 0.0], ["datum", "95.0"]),
+])
+def test_bad_parameters_stop_the_node_with_one_clear_message(context, name, value, words):
+    with pytest.raises(ParameterError) as error:
+        SimulatorNode(context=context, parameter_overrides=[Parameter(name, value=value)])
+    for word in words:
+        assert word in str(error.value)
+
+
+class Probe:
+    """A test node: publishes actuator commands, records what the simulator publishes."""
+
+    def __init__(self, context: rclpy.Context) -> None:
+        self.node = Node("probe", context=context)
+        self.commands = self.node.create_publisher(JointState, "actuator_commands", RELIABLE_10)
+        self.clock: list[Clock] = []
+        self.imu: list[Imu] = []
+        self.odometry: list[Odometry] = []
+        self.tf_static: list[TFMessage] = []
+        self.node.create_subscription(Clock, "/clock", self.clock.append, RELIABLE_10)
+        self.node.create_subscription(Imu, "imu/data", self.imu.append, SENSOR_DATA)
+        self.node.create_subscription(Odometry, "ground_truth/odometry", self.odometry.append,
+                                      RELIABLE_10)
+        self.node.create_subscription(TFMessage, "/tf_static", self.tf_static.append, TF_STATIC)
+        self.reset = self.node.create_client(Trigger, "simulator/reset")
+
+    def command(self, stamp_s: float, speeds: list[float], names: list[str] | None = None) -> None:
+        message = JointState()
+        message.header.stamp = convert.time_message(stamp_s)
+        message.name = names or [f"rotor_{i}" for i in range(len(speeds))]
+        message.velocity = speeds
+        self.commands.publish(message)
+
+
+@pytest.fixture
+def graph(context) -> Iterator[tuple[SimulatorNode, Probe, SingleThreadedExecutor]]:
+    simulator = SimulatorNode(context=context, parameter_overrides=[
+        Parameter("lockstep", value=True), Parameter("real_time_factor", value=0.0),
+        Parameter("lockstep_timeout_s", value=60.0), Parameter("seed", value=5),
+        *(Parameter(f"imu_{name}", value=0.0) for name in NOISE_FREE_IMU)])
+    probe = Probe(context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(simulator)
+    executor.add_node(probe.node)
+    try:
+        spin_until(executor, lambda: probe.commands.get_subscription_count() > 0
+                   and simulator.count_subscribers("/clock") > 0, "discovery")
+        yield simulator, probe, executor
+    finally:
+        executor.shutdown()
+        probe.node.destroy_node()
+        simulator.destroy_node()
+
+
+def test_lockstep_waits_for_a_command_stamped_at_the_boundary(graph):
+    simulator, probe, executor = graph
+    assert not simulator.waiting_for_command
+    assert simulator.advance()
+    assert simulator.sim_time == pytest.approx(0.01)
+    assert simulator.waiting_for_command
+    assert not simulator.advance()  # never blocks, never steps while waiting
+    probe.command(0.005, [600.0] * 4)  # older than the boundary: does not release it
+    spin_until(executor, lambda: simulator.simulator.motors.commands == [600.0] * 4,
+               "the first command")
+    assert simulator.waiting_for_command
+    probe.command(0.01, [650.0] * 4)
+    spin_until(executor, lambda: not simulator.waiting_for_command, "release of the boundary")
+    assert simulator.simulator.motors.commands == [650.0] * 4
+    assert simulator.advance()
+    assert simulator.sim_time == pytest.approx(0.02)
+    assert simulator.lockstep_timeouts == 0
+
+
+def test_published_clock_imu_ground_truth_and_static_frames(graph):
+    simulator, probe, executor = graph
+    for k in range(1, 4):
+        assert simulator.advance()
+        probe.command(0.01 * k, [0.0] * 4)
+        spin_until(executor, lambda: not simulator.waiting_for_command, "a boundary release")
+    spin_until(executor, lambda: len(probe.odometry) >= 3 and len(probe.imu) >= 1
+               and probe.tf_static and len(probe.clock) >= 3, "the simulator's messages")
+    clock = [convert.stamp_nanoseconds(c.clock) for c in probe.clock]
+    assert clock == sorted(clock)
+    # /clock once per lock-step boundary: what sim-time timers need, at the least traffic
+    assert clock[-3:] == [10_000_000, 20_000_000, 30_000_000]
+    imu = probe.imu[-1]
+    assert imu.header.frame_id == "imu_link"
+    assert imu.orientation_covariance[0] == -1.0
+    # REP-145 at rest on the ground: specific force +g up; the gyro sees only the earth rate
+    acceleration = imu.linear_acceleration
+    assert (acceleration.x, acceleration.y) == pytest.approx((0.0, 0.0), abs=1e-12)
+    assert acceleration.z == pytest.approx(9.80665, rel=1e-12)
+    rate = imu.angular_velocity
+    assert math.hypot(rate.x, rate.y, rate.z) == pytest.approx(7.292115e-5, rel=1e-3)
+    odometry = probe.odometry[-1]
+    assert (odometry.header.frame_id, odometry.child_frame_id) == ("map",
+                                                                   "base_link_ground_truth")
+    assert odometry.pose.pose.orientation.w == 1.0
+    transforms = {(t.header.frame_id, t.child_frame_id) for t in probe.tf_static[-1].transforms}
+    assert transforms == {("base_link", "imu_link"), ("base_link", "gnss_link")}
+
+
+def test_malformed_commands_are_counted_and_the_node_keeps_running(graph):
+    simulator, probe, executor = graph
+    assert simulator.advance()
+    probe.command(0.002, [600.0, math.nan, 600.0, 600.0])
+    probe.command(0.003, [600.0] * 3)
+    probe.command(0.004, [600.0] * 4, names=["rotor_0", "rotor_1", "rotor_2", "motor_3"])
+
+    def counted() -> dict[str, int]:
+        values = simulator.diagnostic_values()
+        return {key: values[f"rejected_commands_{key}"]
+                for key in ("non_finite", "missing_rotor", "stamp_backwards")}
+
+    spin_until(executor, lambda: counted()["non_finite"] == 1 and counted()["missing_rotor"] == 2,
+               "the bad commands to be counted")
+    probe.command(0.001, [600.0] * 4)  # stamp going backwards
+    spin_until(executor, lambda: counted()["stamp_backwards"] == 1, "the old stamp")
+    assert simulator.simulator.motors.commands == [0.0] * 4
+    probe.command(0.01, [600.0] * 4)
+    spin_until(executor, lambda: not simulator.waiting_for_command, "a good command")
+    assert simulator.advance()
+    assert simulator.simulator.motors.commands == [600.0] * 4
+
+
+def test_reset_service_returns_to_the_start(graph):
+    simulator, probe, executor = graph
+    simulator.lockstep = False
+    for _ in range(20):
+        simulator.advance()
+    assert simulator.sim_time == pytest.approx(0.2)
+    spin_until(executor, probe.reset.service_is_ready, "the reset service")
+    future = probe.reset.call_async(Trigger.Request())
+    spin_until(executor, future.done, "the reset response")
+    assert future.result().success
+    assert simulator.sim_time == 0.0
+    assert simulator.simulator.truth.landed
+
+
+def test_every_contract_topic_carries_its_frames_and_faults_are_injected(graph):
+    simulator, probe, executor = graph
+    node = probe.node
+    received: dict[str, list] = {}
+    topics = [("gnss/fix", NavSatFix, SENSOR_DATA), ("gnss/vel", TwistWithCovarianceStamped,
+                                                     SENSOR_DATA),
+              ("/tf", TFMessage, TF), ("simulator/markers", MarkerArray, RELIABLE_10),
+              ("simulator/rotor_speeds", JointState, RELIABLE_10),
+              ("/diagnostics", DiagnosticArray, RELIABLE_10)]
+    for topic, kind, qos in topics:
+        received[topic] = []
+        node.create_subscription(kind, topic, received[topic].append, qos)
+    spin_until(executor, lambda: all(simulator.count_subscribers(t) for t, _, _ in topics),
+               "subscriptions")
+    outage = node.create_client(Trigger, "simulator/inject_gnss_outage")
+    spike = node.create_client(Trigger, "simulator/inject_imu_spike")
+    simulator.lockstep = False
+    for _ in range(110):  # 1.1 s: fixes at 0.1 .. 1.0 s published by 1.05 s
+        simulator.advance()
+        executor.spin_once(timeout_sec=0.0)
+    spin_until(executor, lambda: len(received["gnss/fix"]) >= 8 and received["/diagnostics"],
+               "GNSS fixes and diagnostics")
+    fix = received["gnss/fix"][-1]
+    assert fix.header.frame_id == "gnss_link"
+    assert fix.status.status == NavSatStatus.STATUS_FIX
+    assert fix.position_covariance_type == NavSatFix.COVARIANCE_TYPE_DIAGONAL_KNOWN
+    assert (fix.latitude, fix.longitude) == pytest.approx((47.3977, 8.5456), abs=1e-4)
+    assert fix.position_covariance[0] == pytest.approx(0.25 + 0.01, rel=0.5)
+    assert received["gnss/vel"][-1].header.frame_id == "gnss_link"
+    truth = received["/tf"][-1].transforms[0]
+    assert (truth.header.frame_id, truth.child_frame_id) == ("map", "base_link_ground_truth")
+    assert len(received["simulator/markers"][-1].markers) == 4
+    assert list(received["simulator/rotor_speeds"][-1].name) == [f"rotor_{i}" for i in range(4)]
+    status = received["/diagnostics"][-1].status[0]
+    keys = {pair.key for pair in status.values}
+    assert status.name == "simulator"
+    assert {"energy_error_J", "momentum_error_Ns", "newton_iterations", "real_time_factor",
+            "lockstep_timeouts", "rejected_commands_non_finite"} <= keys
+
+    for client in (outage, spike):
+        spin_until(executor, client.service_is_ready, "the fault services")
+    futures = [client.call_async(Trigger.Request()) for client in (outage, spike)]
+    spin_until(executor, lambda: all(f.done() for f in futures), "the fault responses")
+    assert all(f.result().success for f in futures)
+    spike_stamp_ns = round((simulator.sim_time + 0.005) * 1e9)  # the next IMU sample
+    fixes_before = len(received["gnss/fix"])
+    simulator.advance()
+
+    def spiked() -> list[float]:
+        return [m.linear_acceleration.z for m in probe.imu
+                if convert.stamp_nanoseconds(m.header.stamp) == spike_stamp_ns]
+
+    spin_until(executor, spiked, "the IMU sample after the spike")
+    for _ in range(20):
+        simulator.advance()
+        executor.spin_once(timeout_sec=0.0)
+    spin_until(executor, lambda: len(received["gnss/fix"]) >= fixes_before + 2,
+               "fixes after the outage started")
+    assert received["gnss/fix"][-1].status.status == NavSatStatus.STATUS_NO_FIX
+    assert spiked() == [pytest.approx(9.80665 + 30.0, rel=1e-12)]  # fault_imu_spike_accel
+
+
+def test_standalone_main_runs_to_duration_and_rejects_bad_parameters(context):
+    environment = dict(os.environ, ROS_DOMAIN_ID=str(random.SystemRandom().randint(1, 232)),
+                       ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    command = [sys.executable, "-m", "variational_sim.ros.simulator_node", "--ros-args",
+               "-p", "duration_s:=0.3", "-p", "real_time_factor:=0.0", "-p", "lockstep:=false"]
+    done = subprocess.run(command, env=environment, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "finished at 0.300 s sim time" in done.stderr
+    bad = subprocess.run([*command, "-p", "seed:=-3"], env=environment, capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2
+    assert "parameter 'seed'" in bad.stderr
+
+
+def test_the_parameter_file_declares_exactly_the_nodes_parameters(context):
+    path = Path(__file__).resolve().parents[3] / "config" / "simulator.yaml"
+    keys = set(yaml.safe_load(path.read_text())["simulator"]["ros__parameters"])
+    node = SimulatorNode(context=context, cli_args=["--ros-args", "--params-file", str(path)])
+    try:
+        assert keys == {spec.name for spec in SPECS}
+        assert all(node.has_parameter(key) for key in keys)
+        assert node.get_parameter("lockstep_period_s").value == 0.01
+        assert node.simulator.config.gnss.outages == ()
+        assert node.lockstep
+    finally:
+        node.destroy_node()

@@ -1,0 +1,1 @@
+"""The node graph in one process (``mav-sim``): components, recorder, lock-step runner, report."""

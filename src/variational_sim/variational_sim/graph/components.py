@@ -1,0 +1,77 @@
+"""The graph file (``config/graph.yaml``): which node classes to load, with which parameters.
+
+Nodes are loaded by ``module:Class`` name, as a component container does, so the runner
+depends on no package at import time: a missing package is a clear error at start-up.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CONFIG_DIR = Path(__file__).resolve().parents[4] / "config"
+"""``config/`` of the source tree (also of a colcon ``--symlink-install`` workspace)."""
+GRAPH_FILE = CONFIG_DIR / "graph.yaml"
+
+
+@dataclass(frozen=True)
+class Component:
+    """One node of the graph: its name, ``module:Class`` and parameter file."""
+
+    name: str
+    plugin: str
+    parameters: Path
+
+    def load_class(self) -> type:
+        """The node class; ImportError names the package to install."""
+        module_name, _, class_name = self.plugin.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            package = module_name.split(".")[0]
+            raise ImportError(
+                f"graph node '{self.name}' needs package '{package}' ({self.plugin}), which is "
+                f"not installed ({error}); run ./tools/bootstrap or pip install -e src/{package}"
+            ) from error
+        node_class: type = getattr(module, class_name)
+        return node_class
+
+    def ros_arguments(self, overrides: dict[str, Any]) -> list[str]:
+        """``cli_args`` for the node: its parameter file, then ``-p name:=value`` overrides."""
+        arguments = ["--ros-args", "--params-file", str(self.parameters)]
+        for key, value in overrides.items():
+            arguments += ["-p", f"{key}:={_ros_value(value)}"]
+        return arguments
+
+
+def _ros_value(value: Any) -> str:
+    """A parameter value as ``ros2 run ... -p`` parses it (YAML flow style, one line)."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=10**6)
+    return text.removesuffix("\n...\n").strip()
+
+
+def load_graph(path: Path = GRAPH_FILE) -> list[Component]:
+    """Components in start order; parameter files resolved against the graph file's folder."""
+    try:
+        document = yaml.safe_load(Path(path).read_text())
+        entries = document["nodes"]
+        components = [
+            Component(str(entry["name"]), str(entry["plugin"]),
+                      (Path(path).parent / str(entry["parameters"])).resolve())
+            for entry in entries
+        ]
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as error:
+        raise ValueError(f"graph file {path}: expected 'nodes: [{{name, plugin, parameters}}]' "
+                         f"({error!r})") from error
+    for component in components:
+        if ":" not in component.plugin:
+            raise ValueError(f"graph file {path}: plugin of '{component.name}' must be "
+                             f"'module:Class', got {component.plugin!r}")
+        if not component.parameters.is_file():
+            raise ValueError(f"graph file {path}: parameter file of '{component.name}' not "
+                             f"found: {component.parameters}")
+    return components

@@ -1,0 +1,286 @@
+"""Message <-> numpy conversion for the simulator node (the only place that does it).
+
+Core conventions (angular first, ``[x, y, z, w]``, SI, ENU/FLU) are mapped onto the ROS
+message fields (``linear`` / ``angular`` by name). Builders take plain numbers and arrays
+and return messages (the ``*Messages`` classes refill one message per high-rate stream);
+parsers take messages and return numbers or raise ``CommandError``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import (
+    Point,
+    Quaternion,
+    TransformStamped,
+    TwistWithCovarianceStamped,
+    Vector3,
+)
+from nav_msgs.msg import Odometry
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import Imu, JointState, NavSatFix, NavSatStatus
+from tf2_msgs.msg import TFMessage
+from visualization_msgs.msg import Marker, MarkerArray
+
+from mav_geometry.arrays import FloatArray
+
+NANOSECONDS = 1_000_000_000
+
+
+class CommandError(ValueError):
+    """An actuator command that cannot be used; ``reason`` is its diagnostics counter name."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+def _set_stamp(stamp: Time, time_s: float) -> None:
+    """Write a sim time (s >= 0), rounded to the nanosecond, into ``stamp``."""
+    total = round(time_s * NANOSECONDS)
+    stamp.sec, stamp.nanosec = total // NANOSECONDS, total % NANOSECONDS
+
+
+def time_message(time_s: float) -> Time:
+    """``builtin_interfaces/Time`` of a sim time (s >= 0), rounded to the nanosecond."""
+    stamp = Time()
+    _set_stamp(stamp, time_s)
+    return stamp
+
+
+def stamp_nanoseconds(stamp: Time) -> int:
+    """A stamp as integer nanoseconds."""
+    return int(stamp.sec) * NANOSECONDS + int(stamp.nanosec)
+
+
+def _vector(values: Sequence[float]) -> Vector3:
+    return Vector3(x=float(values[0]), y=float(values[1]), z=float(values[2]))
+
+
+def _quaternion(xyzw: Sequence[float]) -> Quaternion:
+    return Quaternion(x=float(xyzw[0]), y=float(xyzw[1]), z=float(xyzw[2]), w=float(xyzw[3]))
+
+
+def _diagonal(variances: Iterable[float]) -> list[float]:
+    """Row-major 3x3 covariance with ``variances`` on the diagonal."""
+    a, b, c = (float(v) for v in variances)
+    return [a, 0.0, 0.0, 0.0, b, 0.0, 0.0, 0.0, c]
+
+
+def navsat_fix_message(time_s: float, frame_id: str, latitude_deg: float, longitude_deg: float,
+                       height_m: float, covariance_enu: FloatArray, fix: bool) -> NavSatFix:
+    """``sensor_msgs/NavSatFix`` (WGS-84 deg, ellipsoid height m); covariance ENU m^2 as its
+    diagonal (``COVARIANCE_TYPE_DIAGONAL_KNOWN``); status ``NO_FIX`` when ``fix`` is False."""
+    message = NavSatFix()
+    message.header.stamp = time_message(time_s)
+    message.header.frame_id = frame_id
+    message.status.status = NavSatStatus.STATUS_FIX if fix else NavSatStatus.STATUS_NO_FIX
+    message.status.service = NavSatStatus.SERVICE_GPS
+    message.latitude = float(latitude_deg)
+    message.longitude = float(longitude_deg)
+    message.altitude = float(height_m)
+    message.position_covariance = _diagonal(np.diag(covariance_enu))
+    message.position_covariance_type = NavSatFix.COVARIANCE_TYPE_DIAGONAL_KNOWN
+    return message
+
+
+def gnss_velocity_message(time_s: float, frame_id: str, velocity_enu: FloatArray,
+                          covariance_enu: FloatArray) -> TwistWithCovarianceStamped:
+    """ENU velocity (m/s) with its 3x3 covariance (m^2/s^2) in the linear block of the 6x6
+    (ROS order: linear, then angular); the angular part is not measured (zeros)."""
+    message = TwistWithCovarianceStamped()
+    message.header.stamp = time_message(time_s)
+    message.header.frame_id = frame_id
+    message.twist.twist.linear = _vector(velocity_enu)
+    covariance = np.zeros((6, 6))
+    covariance[:3, :3] = covariance_enu
+    message.twist.covariance = covariance.ravel().tolist()
+    return message
+
+
+def transform(time_s: float, parent: str, child: str, translation: Sequence[float],
+              rotation_xyzw: Sequence[float]) -> TransformStamped:
+    """``child`` in ``parent``: translation (m) and rotation ``[x, y, z, w]`` child->parent."""
+    message = TransformStamped()
+    message.header.stamp = time_message(time_s)
+    message.header.frame_id = parent
+    message.child_frame_id = child
+    message.transform.translation = _vector(translation)
+    message.transform.rotation = _quaternion(rotation_xyzw)
+    return message
+
+
+def tf_message(transforms: list[TransformStamped]) -> TFMessage:
+    return TFMessage(transforms=transforms)
+
+
+# -- reusable messages for the per-sample streams ---------------------------------------------
+# Building a message costs tens of us (nested fields, covariance arrays); refilling one costs a
+# few. ``publish`` serialises at once, so one instance per stream can be refilled each time.
+
+
+def _set_xyz(target: Vector3 | Point, values: Sequence[float]) -> None:
+    target.x, target.y, target.z = float(values[0]), float(values[1]), float(values[2])
+
+
+def _set_xyzw(target: Quaternion, values: Sequence[float]) -> None:
+    target.x, target.y, target.z, target.w = (float(values[0]), float(values[1]),
+                                              float(values[2]), float(values[3]))
+
+
+class ClockMessages:
+    """``rosgraph_msgs/Clock`` at a sim time (s)."""
+
+    def __init__(self) -> None:
+        self._message = Clock()
+
+    def fill(self, time_s: float) -> Clock:
+        _set_stamp(self._message.clock, time_s)
+        return self._message
+
+
+class ImuMessages:
+    """REP-145 ``sensor_msgs/Imu``: rate (rad/s) and specific force (m/s^2) in ``frame_id``;
+    no orientation (covariance element 0 = -1); white-noise variances per sample."""
+
+    def __init__(self, frame_id: str, gyro_variance: float, accel_variance: float) -> None:
+        message = Imu()
+        message.header.frame_id = frame_id
+        message.orientation_covariance = [-1.0] + [0.0] * 8
+        message.angular_velocity_covariance = _diagonal([gyro_variance] * 3)
+        message.linear_acceleration_covariance = _diagonal([accel_variance] * 3)
+        self._message = message
+
+    def fill(self, time_s: float, gyro: Sequence[float], accel: Sequence[float]) -> Imu:
+        message = self._message
+        _set_stamp(message.header.stamp, time_s)
+        _set_xyz(message.angular_velocity, gyro)
+        _set_xyz(message.linear_acceleration, accel)
+        return message
+
+
+class OdometryMessages:
+    """``nav_msgs/Odometry``: pose of ``child_frame_id`` in ``frame_id`` (m, [x, y, z, w])
+    and its twist ``(omega, v)`` (rad/s, m/s) in the child frame; covariances zero."""
+
+    def __init__(self, frame_id: str, child_frame_id: str) -> None:
+        self._message = Odometry()
+        self._message.header.frame_id = frame_id
+        self._message.child_frame_id = child_frame_id
+
+    def fill(self, time_s: float, position: Sequence[float], orientation_xyzw: Sequence[float],
+             twist_body: Sequence[float]) -> Odometry:
+        message = self._message
+        _set_stamp(message.header.stamp, time_s)
+        _set_xyz(message.pose.pose.position, position)
+        _set_xyzw(message.pose.pose.orientation, orientation_xyzw)
+        _set_xyz(message.twist.twist.angular, twist_body[:3])
+        _set_xyz(message.twist.twist.linear, twist_body[3:])
+        return message
+
+
+class TransformMessages:
+    """``tf2_msgs/TFMessage`` holding ``child`` in ``parent`` (m, ``[x, y, z, w]``)."""
+
+    def __init__(self, parent: str, child: str) -> None:
+        self._transform = transform(0.0, parent, child, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
+        self._message = TFMessage(transforms=[self._transform])
+
+    def fill(self, time_s: float, translation: Sequence[float],
+             rotation_xyzw: Sequence[float]) -> TFMessage:
+        transform_stamped = self._transform
+        _set_stamp(transform_stamped.header.stamp, time_s)
+        _set_xyz(transform_stamped.transform.translation, translation)
+        _set_xyzw(transform_stamped.transform.rotation, rotation_xyzw)
+        return self._message
+
+
+class ActuatorStateMessages:
+    """Actual rotor speeds (rad/s, ``velocity`` of ``rotor_i``) and tilt angles (rad,
+    ``position`` of ``tilt_i``); the unused entries are NaN as JointState allows."""
+
+    def __init__(self, rotor_count: int, tilt_count: int) -> None:
+        self._message = JointState()
+        self._message.name = ([f"rotor_{i}" for i in range(rotor_count)]
+                              + [f"tilt_{i}" for i in range(tilt_count)])
+        self._rotor_nans = [math.nan] * rotor_count
+        self._tilt_nans = [math.nan] * tilt_count
+
+    def fill(self, time_s: float, rotor_speeds: Sequence[float],
+             tilt_angles: Sequence[float]) -> JointState:
+        message = self._message
+        _set_stamp(message.header.stamp, time_s)
+        message.position = self._rotor_nans + [float(a) for a in tilt_angles]
+        message.velocity = [float(w) for w in rotor_speeds] + self._tilt_nans
+        return message
+
+
+def actuator_command(message: JointState, rotor_count: int,
+                     tilt_count: int) -> tuple[list[float], list[float] | None]:
+    """Rotor speed commands (rad/s, rotor file order) and tilt commands (rad, or None when the
+    message names no ``tilt_i``) from an ``/actuator_commands`` JointState.
+
+    Raises ``CommandError`` with reason ``missing_rotor``, ``missing_tilt``,
+    ``wrong_length`` or ``non_finite``.
+    """
+    index = {name: k for k, name in enumerate(message.name)}
+    rotor_names = [f"rotor_{i}" for i in range(rotor_count)]
+    tilt_names = [f"tilt_{i}" for i in range(tilt_count)]
+    missing = [name for name in rotor_names if name not in index]
+    if missing:
+        raise CommandError("missing_rotor", f"no {missing[0]} in {list(message.name)}")
+    velocity, position = message.velocity, message.position
+    if len(velocity) != len(message.name) or (tilt_count and any(
+            name in index for name in tilt_names) and len(position) != len(message.name)):
+        raise CommandError("wrong_length", f"{len(message.name)} names, {len(velocity)} "
+                                           f"velocities, {len(position)} positions")
+    speeds = [float(velocity[index[name]]) for name in rotor_names]
+    tilts = None
+    present = [name in index for name in tilt_names]
+    if any(present):
+        if not all(present):
+            raise CommandError("missing_tilt", f"needs all of {tilt_names}")
+        tilts = [float(position[index[name]]) for name in tilt_names]
+    if not all(map(math.isfinite, speeds + (tilts or []))):
+        raise CommandError("non_finite", "NaN or infinite command")
+    return speeds, tilts
+
+
+def rotor_markers(time_s: float, frame_id: str, positions: FloatArray, axes: FloatArray,
+                  lengths: FloatArray) -> MarkerArray:
+    """One arrow per rotor from its position (m, ``frame_id``) along its thrust axis with
+    length ``lengths`` (m)."""
+    stamp = time_message(time_s)
+    markers = []
+    for index, (start, axis, length) in enumerate(zip(positions, axes, lengths, strict=True)):
+        marker = Marker()
+        marker.header.stamp = stamp
+        marker.header.frame_id = frame_id
+        marker.ns = "rotor_thrust"
+        marker.id = index
+        marker.type = Marker.ARROW
+        marker.action = Marker.ADD
+        end = start + length * axis
+        marker.points = [Point(x=float(start[0]), y=float(start[1]), z=float(start[2])),
+                         Point(x=float(end[0]), y=float(end[1]), z=float(end[2]))]
+        marker.pose.orientation.w = 1.0
+        marker.scale = Vector3(x=0.01, y=0.02, z=0.02)  # shaft and head diameters, head length
+        marker.color.r, marker.color.g, marker.color.b, marker.color.a = 1.0, 0.4, 0.0, 0.9
+        markers.append(marker)
+    return MarkerArray(markers=markers)
+
+
+def diagnostics_message(time_s: float, name: str, level: bytes, summary: str,
+                        values: dict[str, float | int | bool]) -> DiagnosticArray:
+    """A ``DiagnosticArray`` holding one status; numbers are written with ``repr``."""
+    status = DiagnosticStatus(level=level, name=name, message=summary, hardware_id=name)
+    status.values = [KeyValue(key=key, value=repr(value) if not isinstance(value, bool)
+                              else str(value).lower()) for key, value in values.items()]
+    message = DiagnosticArray(status=[status])
+    message.header.stamp = time_message(time_s)
+    return message

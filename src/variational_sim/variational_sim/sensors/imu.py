@@ -1,0 +1,329 @@
+"""Six-axis strapdown IMU model: gyro and accelerometer in ``imu_link``.
+
+Truth comes from the simulator in the map frame (ENU, REP-103), which is fixed to the
+Earth; the model adds what a real sensor there senses on top of it:
+
+- the Earth's rotation on the gyro (``R^T w_ie``), since the estimator mechanises in
+  ECEF and expects inertial rates; optionally the Coriolis specific force
+  ``2 w_ie x v`` on the accelerometer when the caller passes the velocity;
+- the lever arm of ``imu_link`` from the ``base_link`` origin (``alpha x r + w x (w x r)``);
+- the mount rotation of ``imu_link`` in ``base_link``;
+- per axis: bias = turn-on constant + first-order Gauss-Markov (bias instability) +
+  random walk, all exactly discretised at the sample period; white noise of standard
+  deviation ``density * sqrt(rate)``; fault spikes; saturation (clip and flag).
+
+Bias sign as the estimator's (trident_ekf, "truth = reading + bias"):
+``reading = truth - bias + noise``, so ``gyro_bias``/``accel_bias`` compare directly
+with the estimated biases. The accelerometer reads specific force (REP-145: +g on the
+up axis at rest). Per-sample arithmetic is on Python floats (``mav_geometry.scalar``):
+numpy's per-call overhead would dominate 3-vector maths at 200 Hz.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from mav_geometry import scalar
+from variational_sim.sensors._validation import (
+    require_finite_vector,
+    require_in_range,
+    require_non_negative,
+    require_positive,
+    require_unit_quaternion,
+)
+from variational_sim.sensors.noise import StandardNormalStream, gauss_markov_coefficients
+
+EARTH_RATE_RAD_S = 7.292115e-5
+"""WGS-84 rotation rate of the Earth about its polar axis (rad/s)."""
+
+# WGS-84 normal gravity (Somigliana with the second-order height correction; Groves,
+# Principles of GNSS, Inertial and Multisensor Navigation, 2nd ed., eqs. 2.134 and 2.139).
+_EQUATORIAL_GRAVITY = 9.7803253359  # m/s^2
+_SOMIGLIANA_K = 1.931852652458e-3
+_ECCENTRICITY_SQUARED = 6.69437999014e-3
+_SEMI_MAJOR_AXIS_M = 6378137.0
+_FLATTENING = 1.0 / 298.257223563
+_GRAVITY_RATIO_M = 3.44978650684e-3  # omega^2 a^2 b / GM
+
+Vector3 = tuple[float, float, float]
+
+
+def earth_rate_enu(latitude_deg: float) -> NDArray[np.float64]:
+    """Earth rotation rate vector ``w_ie`` (rad/s) in ENU axes at a geodetic latitude (deg).
+
+    The polar axis lies in the north-up plane: ``Omega (0, cos(lat), sin(lat))``.
+    """
+    require_in_range("earth_rate_enu", "latitude_deg", latitude_deg, -90.0, 90.0)
+    latitude = math.radians(latitude_deg)
+    return np.array(
+        [0.0, EARTH_RATE_RAD_S * math.cos(latitude), EARTH_RATE_RAD_S * math.sin(latitude)]
+    )
+
+
+def normal_gravity_enu(latitude_deg: float, height_m: float) -> NDArray[np.float64]:
+    """WGS-84 normal gravity (m/s^2, gravitation plus centrifugal) in ENU at a geodetic
+    latitude (deg) and ellipsoidal height (m): ``(0, 0, -gamma)``, along the ellipsoid normal.
+
+    The Earth model an ECEF estimator uses; a constant standard gravity instead differs by
+    up to 0.03 m/s^2 with latitude, which the estimator would take for an accel bias.
+    """
+    require_in_range("normal_gravity_enu", "latitude_deg", latitude_deg, -90.0, 90.0)
+    require_in_range("normal_gravity_enu", "height_m", height_m, -1.0e4, 1.0e5)
+    sin_squared = math.sin(math.radians(latitude_deg)) ** 2
+    surface = (_EQUATORIAL_GRAVITY * (1.0 + _SOMIGLIANA_K * sin_squared)
+               / math.sqrt(1.0 - _ECCENTRICITY_SQUARED * sin_squared))
+    ratio = height_m / _SEMI_MAJOR_AXIS_M
+    linear = 2.0 * (1.0 + _FLATTENING + _GRAVITY_RATIO_M - 2.0 * _FLATTENING * sin_squared)
+    return np.array([0.0, 0.0, -surface * (1.0 - linear * ratio + 3.0 * ratio**2)])
+
+
+@dataclass(frozen=True)
+class ImuConfig:
+    """IMU error model and mounting. Units: rad, m, s; densities per sqrt(Hz), walks per sqrt(s).
+
+    ``gyro_bias_instability``/``accel_bias_instability`` are the stationary standard
+    deviations of the Gauss-Markov bias part (correlation time ``bias_correlation_time_s``);
+    ``*_turn_on_sigma`` that of the constant drawn at power-on; ``*_range`` the saturation
+    limits per axis. ``mount_rotation_xyzw`` is the orientation of ``imu_link`` in
+    ``base_link`` (maps imu_link vectors into base_link), ``mount_position_m`` its origin
+    in ``base_link``.
+    """
+
+    rate_hz: float = 200.0
+    gyro_noise_density: float = 1e-3
+    accel_noise_density: float = 2e-2
+    gyro_bias_walk: float = 1e-5
+    accel_bias_walk: float = 1e-4
+    gyro_turn_on_sigma: float = 2e-3
+    accel_turn_on_sigma: float = 0.03
+    gyro_bias_instability: float = 5e-4
+    accel_bias_instability: float = 5e-3
+    bias_correlation_time_s: float = 300.0
+    gyro_range: float = 34.9
+    accel_range: float = 156.9
+    mount_rotation_xyzw: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 1.0)
+    mount_position_m: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        for name in ("rate_hz", "bias_correlation_time_s", "gyro_range", "accel_range"):
+            require_positive(owner, name, getattr(self, name))
+        for name in (
+            "gyro_noise_density", "accel_noise_density", "gyro_bias_walk", "accel_bias_walk",
+            "gyro_turn_on_sigma", "accel_turn_on_sigma", "gyro_bias_instability",
+            "accel_bias_instability",
+        ):
+            require_non_negative(owner, name, getattr(self, name))
+        require_unit_quaternion(owner, "mount_rotation_xyzw", self.mount_rotation_xyzw)
+        require_finite_vector(owner, "mount_position_m", self.mount_position_m, 3)
+
+
+@dataclass(frozen=True)
+class ImuSample:
+    """One IMU reading in ``imu_link``: ``gyro`` rad/s, ``accel`` specific force m/s^2.
+
+    ``saturated`` is True when any axis of either sensor was clipped to its range.
+    """
+
+    gyro: NDArray[np.float64]
+    accel: NDArray[np.float64]
+    saturated: bool
+
+
+class _BiasProcess:
+    """Three-axis bias: turn-on constant + Gauss-Markov + random walk (sensor units).
+
+    Written out per axis: this runs twice per IMU sample.
+    """
+
+    __slots__ = ("_instability", "_markov", "_markov_drive", "_phi", "_turn_on",
+                 "_turn_on_sigma", "_walk", "_walk_step")
+
+    def __init__(self, turn_on_sigma: float, instability: float, walk_density: float,
+                 interval_s: float, correlation_time_s: float) -> None:
+        self._turn_on_sigma = turn_on_sigma
+        self._instability = instability
+        self._phi, drive = gauss_markov_coefficients(interval_s, correlation_time_s)
+        self._markov_drive = instability * drive
+        self._walk_step = walk_density * math.sqrt(interval_s)
+        self._turn_on: Vector3 = (0.0, 0.0, 0.0)
+        self._markov: Vector3 = (0.0, 0.0, 0.0)
+        self._walk: Vector3 = (0.0, 0.0, 0.0)
+
+    def power_on(self, normals: Sequence[float]) -> None:
+        """New turn-on constant (``normals[0:3]``), Gauss-Markov part from its stationary law
+        (``normals[3:6]``), zero random walk."""
+        s, g = self._turn_on_sigma, self._instability
+        self._turn_on = (s * normals[0], s * normals[1], s * normals[2])
+        self._markov = (g * normals[3], g * normals[4], g * normals[5])
+        self._walk = (0.0, 0.0, 0.0)
+
+    def advance(self, normals: Sequence[float], start: int) -> Vector3:
+        """Step by one sample period with ``normals[start:start + 6]`` (Gauss-Markov drive,
+        then random-walk drive); return the new total bias."""
+        phi, drive, step = self._phi, self._markov_drive, self._walk_step
+        m0, m1, m2 = self._markov
+        w0, w1, w2 = self._walk
+        m0 = phi * m0 + drive * normals[start]
+        m1 = phi * m1 + drive * normals[start + 1]
+        m2 = phi * m2 + drive * normals[start + 2]
+        w0 += step * normals[start + 3]
+        w1 += step * normals[start + 4]
+        w2 += step * normals[start + 5]
+        self._markov = (m0, m1, m2)
+        self._walk = (w0, w1, w2)
+        return self.total()
+
+    def total(self) -> Vector3:
+        """Current total bias per axis."""
+        (c0, c1, c2), (m0, m1, m2), (w0, w1, w2) = self._turn_on, self._markov, self._walk
+        return (c0 + m0 + w0, c1 + m1 + w1, c2 + m2 + w2)
+
+
+def _components(vector: ArrayLike) -> Sequence[float]:
+    """A vector (or a matrix, as rows) as Python floats: numpy scalars are slow in scalar
+    arithmetic."""
+    if isinstance(vector, np.ndarray):
+        return vector.tolist()
+    return vector  # type: ignore[return-value]
+
+
+def _transpose_apply(rows: Sequence[Sequence[float]], v: Sequence[float]) -> Vector3:
+    """``M^T v`` for a 3x3 matrix given by its rows."""
+    (a, b, c), (d, e, f), (g, h, i) = rows
+    x, y, z = v
+    return (a * x + d * y + g * z, b * x + e * y + h * z, c * x + f * y + i * z)
+
+
+def _clip(x: float, y: float, z: float, limit: float) -> tuple[Vector3, bool]:
+    """``(x, y, z)`` clipped to ``[-limit, limit]`` and whether any axis was clipped."""
+    if -limit <= x <= limit and -limit <= y <= limit and -limit <= z <= limit:
+        return (x, y, z), False
+    return (min(max(x, -limit), limit), min(max(y, -limit), limit),
+            min(max(z, -limit), limit)), True
+
+
+class ImuModel:
+    """Samples an IMU from rigid-body truth once per period ``1 / config.rate_hz``.
+
+    Noise comes from ``rng`` in fixed blocks (``StandardNormalStream``), so a seed
+    reproduces every sample and bias. ``earth_rate_enu`` is ``w_ie`` in ENU (rad/s,
+    see ``earth_rate_enu()``); zero models a non-rotating Earth.
+    """
+
+    # Standard normals per sample: white gyro (0:3), white accel (3:6), gyro bias drives
+    # (6:12, Gauss-Markov then random walk), accel bias drives (12:18).
+    _NORMALS_PER_SAMPLE = 18
+
+    def __init__(self, config: ImuConfig, rng: np.random.Generator,
+                 earth_rate_enu: ArrayLike = (0.0, 0.0, 0.0)) -> None:
+        earth_rate = np.asarray(earth_rate_enu, dtype=float).reshape(-1).tolist()
+        require_finite_vector("ImuModel", "earth_rate_enu", earth_rate, 3)
+        self._config = config
+        self._rng = rng
+        self._earth_rate: Vector3 = tuple(earth_rate)  # type: ignore[assignment]
+        interval = 1.0 / config.rate_hz
+        sqrt_rate = math.sqrt(config.rate_hz)
+        self._gyro_white = config.gyro_noise_density * sqrt_rate
+        self._accel_white = config.accel_noise_density * sqrt_rate
+        self._gyro_bias = _BiasProcess(
+            config.gyro_turn_on_sigma, config.gyro_bias_instability, config.gyro_bias_walk,
+            interval, config.bias_correlation_time_s)
+        self._accel_bias = _BiasProcess(
+            config.accel_turn_on_sigma, config.accel_bias_instability, config.accel_bias_walk,
+            interval, config.bias_correlation_time_s)
+        # Rows of the imu_link -> base_link rotation (readings go back with its transpose).
+        self._mount_rows = scalar.to_matrix(config.mount_rotation_xyzw)
+        self._lever: Vector3 = tuple(float(c) for c in config.mount_position_m)  # type: ignore[assignment]
+        self._normals = StandardNormalStream(rng, self._NORMALS_PER_SAMPLE)
+        self._spike: tuple[Vector3, Vector3] | None = None
+        self.reset()
+
+    @property
+    def config(self) -> ImuConfig:
+        """The configuration this model was built with."""
+        return self._config
+
+    @property
+    def gyro_bias(self) -> NDArray[np.float64]:
+        """True total gyro bias (rad/s, imu_link) of the latest sample."""
+        return np.array(self._gyro_bias.total())
+
+    @property
+    def accel_bias(self) -> NDArray[np.float64]:
+        """True total accelerometer bias (m/s^2, imu_link) of the latest sample."""
+        return np.array(self._accel_bias.total())
+
+    def reset(self) -> None:
+        """Power cycle: redraw turn-on biases and the Gauss-Markov state, zero the random walk,
+        drop pending spikes. The generator continues (no reseeding)."""
+        normals = self._rng.standard_normal(12).tolist()
+        self._gyro_bias.power_on(normals[0:6])
+        self._accel_bias.power_on(normals[6:12])
+        self._spike = None
+
+    def inject_spike(self, gyro: ArrayLike, accel: ArrayLike) -> None:
+        """Add ``gyro`` (rad/s) and ``accel`` (m/s^2), imu_link, to the next sample only.
+
+        Spikes injected before the same sample add up; they pass through saturation.
+        """
+        gyro_spike = np.asarray(gyro, dtype=float).reshape(-1)
+        accel_spike = np.asarray(accel, dtype=float).reshape(-1)
+        require_finite_vector("ImuModel.inject_spike", "gyro", gyro_spike.tolist(), 3)
+        require_finite_vector("ImuModel.inject_spike", "accel", accel_spike.tolist(), 3)
+        if self._spike is not None:
+            gyro_spike = gyro_spike + self._spike[0]
+            accel_spike = accel_spike + self._spike[1]
+        self._spike = (tuple(gyro_spike.tolist()), tuple(accel_spike.tolist()))  # type: ignore[assignment]
+
+    def sample(self, rotation: np.ndarray, angular_velocity_body: ArrayLike,
+               angular_acceleration_body: ArrayLike, acceleration_enu: ArrayLike,
+               gravity_enu: ArrayLike, velocity_enu: ArrayLike | None = None) -> ImuSample:
+        """Advance the biases by one period and return the reading at this instant.
+
+        ``rotation``: 3x3 ``base_link -> ENU``; ``angular_velocity_body`` (rad/s) and
+        ``angular_acceleration_body`` (rad/s^2) of base_link relative to the map frame, in
+        base_link; ``acceleration_enu`` (m/s^2) of the base_link origin relative to the map
+        frame; ``gravity_enu`` (m/s^2) the gravity acting there (e.g. ``(0, 0, -9.81)``).
+        ``velocity_enu`` (m/s), optional: adds the Coriolis term ``2 w_ie x v``.
+        Inputs are trusted simulator truth: they are not validated here (hot path).
+        """
+        rows = _components(rotation)
+        wx, wy, wz = omega = _components(angular_velocity_body)
+        ae, an, au = _components(acceleration_enu)
+        ge, gn, gu = _components(gravity_enu)
+        fe, fn, fu = ae - ge, an - gn, au - gu  # gravitation is not felt
+        if velocity_enu is not None:
+            ce, cn, cu = scalar.cross(self._earth_rate, _components(velocity_enu))
+            fe, fn, fu = fe + 2.0 * ce, fn + 2.0 * cn, fu + 2.0 * cu
+        fx, fy, fz = _transpose_apply(rows, (fe, fn, fu))
+        # The sensor point moves on a circle about the base_link origin; the Earth rate's
+        # share of that (|w_ie|^2 r < 1e-8 m/s^2 per metre) is left out.
+        lever = self._lever
+        tx, ty, tz = scalar.cross(_components(angular_acceleration_body), lever)
+        cx, cy, cz = scalar.cross(omega, scalar.cross(omega, lever))
+        ex, ey, ez = _transpose_apply(rows, self._earth_rate)
+        mount = self._mount_rows
+        gx, gy, gz = _transpose_apply(mount, (wx + ex, wy + ey, wz + ez))
+        px, py, pz = _transpose_apply(mount, (fx + tx + cx, fy + ty + cy, fz + tz + cz))
+
+        n = self._normals.next_row()
+        bgx, bgy, bgz = self._gyro_bias.advance(n, 6)
+        bax, bay, baz = self._accel_bias.advance(n, 12)
+        gw, aw = self._gyro_white, self._accel_white
+        gx, gy, gz = gx - bgx + gw * n[0], gy - bgy + gw * n[1], gz - bgz + gw * n[2]
+        px, py, pz = px - bax + aw * n[3], py - bay + aw * n[4], pz - baz + aw * n[5]
+        if self._spike is not None:
+            (sgx, sgy, sgz), (sax, say, saz) = self._spike
+            gx, gy, gz = gx + sgx, gy + sgy, gz + sgz
+            px, py, pz = px + sax, py + say, pz + saz
+            self._spike = None
+
+        gyro, gyro_clipped = _clip(gx, gy, gz, self._config.gyro_range)
+        accel, accel_clipped = _clip(px, py, pz, self._config.accel_range)
+        return ImuSample(np.array(gyro), np.array(accel), gyro_clipped or accel_clipped)
