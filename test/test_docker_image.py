@@ -1,13 +1,19 @@
 """Static checks of docker/Dockerfile (no Docker engine runs here).
 
 Every file it copies must exist in the build context (the repository root), it
-must build from an official ROS 2 LTS image, and it must cover every package.
+must build from an official ROS 2 LTS image, cover every package and its ROS
+dependencies, and by default launch the simulation with everything the launch
+files read copied to where they look for it.
 """
 
 import ast
+import importlib.util
+import json
 import re
 import shlex
-from pathlib import Path
+import sys
+from pathlib import Path, PurePosixPath
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
@@ -17,6 +23,23 @@ ROSDEP_KEYS = {"numpy": "python3-numpy", "scipy": "python3-scipy", "pyyaml": "py
                "matplotlib": "python3-matplotlib"}
 PIP_ONLY = {"pymap3d", "pyulog", "pymavlink", "rosbags"}
 PROJECT = {p.parent.name for p in (ROOT / "src").glob("*/package.xml")}
+LAUNCH_FILES = sorted(p.name for p in (ROOT / "launch").glob("*.launch.py"))
+
+
+def _load_sibling(name: str) -> ModuleType:
+    # By path: pytest runs with --import-mode=importlib, so test/ is not on sys.path.
+    # Registered before running so that dataclasses can resolve their module.
+    spec = importlib.util.spec_from_file_location(f"_sibling_{name}", ROOT / "test" / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+launch_reader = _load_sibling("test_launch_files")
+workspace_layout = _load_sibling("test_workspace_layout")
 
 
 def instructions() -> list[tuple[str, str]]:
@@ -29,6 +52,28 @@ def instructions() -> list[tuple[str, str]]:
             keyword, _, rest = line.partition(" ")
             result.append((keyword.upper(), rest.strip()))
     return result
+
+
+def workdir() -> PurePosixPath:
+    (*_, last) = [rest for keyword, rest in instructions() if keyword == "WORKDIR"]
+    return PurePosixPath(last)
+
+
+def repository_path(image_path: PurePosixPath) -> Path | None:
+    """The build-context file that the image has at `image_path`, if any COPY puts one there.
+
+    Later COPY instructions win, as in the image's layers.
+    """
+    copies = [shlex.split(rest) for keyword, rest in instructions() if keyword == "COPY"]
+    for *sources, destination in reversed(copies):
+        target = workdir() / destination
+        for source in sources:
+            if (ROOT / source).is_dir():  # the folder's contents go into the destination
+                if image_path.is_relative_to(target):
+                    return ROOT / source / image_path.relative_to(target)
+            elif image_path == target:
+                return ROOT / source
+    return None
 
 
 def test_base_image_is_an_official_ros_lts():
@@ -88,3 +133,42 @@ def test_every_python_requirement_is_installed_in_the_image():
             assert requirement in ROSDEP_KEYS, f"{setup_py}: no rosdep key known for {requirement}"
             key = ROSDEP_KEYS[requirement]
             assert f"<exec_depend>{key}</exec_depend>" in manifest, f"{setup_py.parent.name}: {key}"
+
+
+def test_default_command_launches_the_simulation_headless():
+    (command,) = [json.loads(rest) for keyword, rest in instructions() if keyword == "CMD"]
+    assert command[:2] == ["ros2", "launch"]
+    launch_file = repository_path(PurePosixPath(command[2]))
+    assert launch_file == ROOT / "launch" / "sim.launch.py"
+    reader = launch_reader.reader(launch_file.name)
+    arguments = dict(argument.split(":=", 1) for argument in command[3:])
+    for name, value in arguments.items():
+        assert name in reader.declarations, f"sim.launch.py has no argument {name}"
+        assert value in (reader.choices(name) or [value]), f"{name}:={value}"
+    launched = reader.launch(arguments)
+    started = {node.package for node in launched.nodes if node.enabled}
+    assert "rviz2" not in started, "ros-base has no rviz2"
+    assert {"variational_sim", "mav_dynamics", "trident_ekf"} <= started
+
+
+def test_every_path_the_launch_files_read_is_copied():
+    for launch_file in LAUNCH_FILES:
+        for image_path in launch_reader.referenced_paths(launch_file, workdir()):
+            source = repository_path(PurePosixPath(image_path))
+            assert source is not None, f"{launch_file} reads {image_path}: not copied"
+            assert source.exists(), f"{launch_file} reads {image_path}: {source} is missing"
+
+
+def test_every_ros_package_the_code_imports_is_resolved_by_rosdep():
+    # rosdep installs what package.xml declares: every direct dependency is declared.
+    undeclared = set()
+    for manifest_path in (ROOT / "src").glob("*/package.xml"):
+        package_dir = manifest_path.parent
+        manifest = manifest_path.read_text()
+        for source in (package_dir / package_dir.name).rglob("*.py"):
+            undeclared |= {
+                (package_dir.name, root) for root in workspace_layout.imported_roots(source)
+                if (root == "rclpy" or root.endswith(("_msgs", "_srvs", "_interfaces")))
+                and f"<exec_depend>{root}</exec_depend>" not in manifest
+            }
+    assert not undeclared, f"(package, imported ROS package) missing from package.xml: {undeclared}"

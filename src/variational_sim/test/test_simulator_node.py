@@ -185,10 +185,10 @@ def test_malformed_commands_are_counted_and_the_node_keeps_running(graph):
     def counted() -> dict[str, int]:
         values = simulator.diagnostic_values()
         return {key: values[f"rejected_commands_{key}"]
-                for key in ("non_finite", "missing_rotor", "stamp_backwards")}
+                for key in ("non_finite", "missing_rotor", "unknown_joint", "stamp_backwards")}
 
-    spin_until(executor, lambda: counted()["non_finite"] == 1 and counted()["missing_rotor"] == 2,
-               "the bad commands to be counted")
+    spin_until(executor, lambda: counted()["non_finite"] == 1 and counted()["missing_rotor"] == 1
+               and counted()["unknown_joint"] == 1, "the bad commands to be counted")
     probe.command(0.001, [600.0] * 4)  # stamp going backwards
     spin_until(executor, lambda: counted()["stamp_backwards"] == 1, "the old stamp")
     assert simulator.simulator.motors.commands == [0.0] * 4

@@ -4,9 +4,9 @@ Each tick of a timer on the node clock (sim time in simulation) takes the latest
 odometry, evaluates the flight plan, computes the body wrench (``TrackingController``) and
 allocates it (``ControlAllocator``), then publishes ``actuator_commands`` (JointState:
 ``rotor_i`` velocity = rotor speed in rad/s, ``tilt_i`` position = tilt angle in rad),
-``controller/wrench`` (body wrench in ``base_link``) and ``controller/reference`` (Odometry
-in ``map`` of the plan's position and attitude, twist in the reference body frame
-``base_link_reference``); ``/diagnostics`` (status ``controller``) every
+and, at ``telemetry_rate_hz``, ``controller/wrench`` (body wrench in ``base_link``) and
+``controller/reference`` (Odometry in ``map`` of the plan's position and attitude, twist in
+the reference body frame ``base_link_reference``); ``/diagnostics`` (status ``controller``) every
 ``diagnostics_period_s``.
 
 - Before the first odometry, and until ``takeoff_delay_s`` after it, every tick publishes the
@@ -103,6 +103,8 @@ class ControllerNode(Node):
         self._idle_tilts = np.clip(0.0, self.allocator.tilt_min, self.allocator.tilt_max)
         self._tilt_command = self._idle_tilts.copy()
         self._period_s = 1.0 / values["rate_hz"]
+        self._telemetry_every = max(1, round(values["rate_hz"] / values["telemetry_rate_hz"]))
+        self._control_ticks = 0
         self._last_status: tuple[AllocationStatus, ControlOutput] | None = None
         self._rejections_reported = 0
         self._saturated_ticks = 0
@@ -231,6 +233,9 @@ class ControllerNode(Node):
         convert.fill_joint_state(self._command, stamp, allocation.rotor_speeds,
                                  allocation.tilt_angles)
         self.command_publisher.publish(self._command)
+        self._control_ticks += 1
+        if (self._control_ticks - 1) % self._telemetry_every:
+            return
         convert.fill_wrench(self._wrench, stamp, output.wrench)
         self.wrench_publisher.publish(self._wrench)
         convert.fill_reference(self._reference, stamp, reference,

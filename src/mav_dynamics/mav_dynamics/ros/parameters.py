@@ -93,6 +93,10 @@ PARAMETERS: dict[str, ParameterSpec] = {
     "odometry_timeout_s": ParameterSpec(0.5, "odometry older than this is stale: ERROR (s, "
                                         "node clock)", 0.001, 60.0),
     "rate_hz": ParameterSpec(100.0, "control rate on the node clock (Hz)", 1.0, 2000.0),
+    "telemetry_rate_hz": ParameterSpec(50.0, "rate of controller/wrench and "
+                                       "controller/reference (Hz; for plots and rviz, rounded "
+                                       "to every n-th control tick; commands go out every tick)",
+                                       1.0, 2000.0),
     "diagnostics_period_s": ParameterSpec(1.0, "period of /diagnostics (s, node clock)",
                                           0.001, 60.0),
     **{f"gains.{key}": ParameterSpec(None, f"override of the vehicle file's controller.{key} "

@@ -57,7 +57,7 @@ class RunOptions:
     def node_parameters(self) -> dict[str, dict[str, Any]]:
         """Per-node overrides: the options' shortcuts, then ``overrides``."""
         parameters: dict[str, dict[str, Any]] = {
-            SIMULATOR: {"duration_s": self.duration_s, "vehicle_file": self.vehicle,
+            SIMULATOR: {"duration_s": float(self.duration_s), "vehicle_file": self.vehicle,
                         "seed": self.seed, "lockstep": True, "real_time_factor": 0.0},
             "controller": {"vehicle_file": self.vehicle, "trajectory": self.trajectory,
                            "odometry_source": self.odometry_source},
@@ -202,8 +202,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--graph", type=Path, default=defaults.graph,
                         help="graph file (default config/graph.yaml)")
     parser.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",
-                        help="override one parameter, e.g. --set simulator.gnss_rate_hz=5 "
-                             "(YAML value; repeatable)")
+                        help="override one parameter, e.g. --set simulator.gnss_rate_hz=5.0 "
+                             "(YAML value: write 5.0 for a real-valued parameter; repeatable)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     return parser.parse_args(argv)
 

@@ -225,12 +225,16 @@ def actuator_command(message: JointState, rotor_count: int,
     """Rotor speed commands (rad/s, rotor file order) and tilt commands (rad, or None when the
     message names no ``tilt_i``) from an ``/actuator_commands`` JointState.
 
-    Raises ``CommandError`` with reason ``missing_rotor``, ``missing_tilt``,
-    ``wrong_length`` or ``non_finite``.
+    Raises ``CommandError`` with reason ``unknown_joint``, ``missing_rotor``,
+    ``missing_tilt``, ``wrong_length`` or ``non_finite``.
     """
     index = {name: k for k, name in enumerate(message.name)}
     rotor_names = [f"rotor_{i}" for i in range(rotor_count)]
     tilt_names = [f"tilt_{i}" for i in range(tilt_count)]
+    # A command for another vehicle (e.g. six rotors) must not be half applied to this one.
+    unknown = sorted(set(index) - set(rotor_names) - set(tilt_names))
+    if unknown:
+        raise CommandError("unknown_joint", f"{unknown} are not joints of this vehicle")
     missing = [name for name in rotor_names if name not in index]
     if missing:
         raise CommandError("missing_rotor", f"no {missing[0]} in {list(message.name)}")

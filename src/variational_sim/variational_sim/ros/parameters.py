@@ -77,13 +77,14 @@ SPECS: tuple[Spec, ...] = (
     Spec("lockstep", True, "wait at each lockstep boundary for an actuator command"),
     Spec("lockstep_period_s", 0.01, "lock-step boundary period (s); a multiple of the physics "
          "step and of the IMU period", 1e-4, 1.0),
-    Spec("lockstep_timeout_s", 1.0, "wall time to wait for a command at a boundary before "
+    Spec("lockstep_timeout_s", 0.25, "wall time to wait for a command at a boundary before "
          "continuing with the held one (s)", 1e-3, 3600.0),
     Spec("real_time_factor", 1.0, "pace sim time at this multiple of wall time; 0 = as fast "
          "as possible", 0.0, 1000.0),
-    Spec("ground_truth_rate_hz", 100.0, "ground truth odometry, /tf and rotor speeds rate (Hz)",
+    Spec("ground_truth_rate_hz", 100.0, "ground truth odometry and /tf rate (Hz)",
          0.1, 10000.0),
-    Spec("markers_rate_hz", 20.0, "rotor thrust markers rate (Hz)", 0.1, 10000.0),
+    Spec("markers_rate_hz", 10.0, "rotor thrust markers and rotor speeds rate (Hz)", 0.1,
+         10000.0),
     Spec("diagnostics_rate_hz", 1.0, "/diagnostics rate (Hz)", 0.1, 1000.0),
     Spec("marker_length_per_newton", 0.05, "thrust arrow length per newton (m/N)", 0.0, 10.0),
     Spec("datum", list(_GNSS.datum),

@@ -42,7 +42,7 @@ BASE_FRAME = "base_link"
 TRUTH_FRAME = "base_link_ground_truth"
 IMU_FRAME = "imu_link"
 GNSS_FRAME = "gnss_link"
-COMMAND_REASONS = ("missing_rotor", "missing_tilt", "wrong_length", "non_finite",
+COMMAND_REASONS = ("unknown_joint", "missing_rotor", "missing_tilt", "wrong_length", "non_finite",
                    "stamp_backwards", "duplicate_stamp")
 """Reasons an actuator command is rejected (each reported on /diagnostics)."""
 WAIT_FOR_COMMAND_S = 0.01
