@@ -4,10 +4,12 @@ Usage: python bench/bench_dynamics.py [--repeats K] [--output-dir DIR]
 
 Cases (each checked against its baseline before timing):
 
-- ``model, closed form``: the tree recursion on the notes' fixture quadrotor
-  against the paper's closed form (69)-(74) for the same state;
+- ``model, closed form``: the tree recursion on the fixture quadrotor of
+  docs/theory/mav-screw-theory.md §5.6 against the paper's closed form (69)-(74) for the
+  same state;
 - ``model``: the batched tree recursion against a plain per-body loop of the
-  same §2.8 algorithm written with ``mav_geometry.groups.SE3`` (exp, adjoint);
+  algorithm of docs/theory/mav-screw-theory.md §2.8 written with ``mav_geometry.groups.SE3``
+  (exp, adjoint);
 - ``allocation``: our allocator (precomputed pseudo-inverse, bounded solve only
   when a limit is hit) against a bounded least-squares solve every call
   (``scipy.optimize.lsq_linear``); agreement is on the achieved wrench;
@@ -38,7 +40,7 @@ VEHICLES = ROOT / "config" / "vehicles"
 
 
 def loop_tree(model: TreeModel, rotation, twist, q, dq, ddq, wind) -> np.ndarray:
-    """§2.8 body by body, with SE3 group calls (the straightforward implementation)."""
+    """mav-screw-theory.md §2.8 body by body, with SE3 group calls (the straightforward way)."""
     count = model.body_count
     ad_kb, twists, bias = [np.eye(6)] * count, [twist] * count, [np.zeros(6)] * count
     order = sorted(range(1, count), key=lambda k: _depth(model, k))

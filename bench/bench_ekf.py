@@ -39,8 +39,8 @@ from trident_ekf.tools import bagio, cdr, import_cli
 from trident_ekf.tools import replay as replay_tool
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results"
-DEFAULT_REPLAY_LOG = (Path(__file__).resolve().parents[2] / "shared" / "data" / "px4_sitl"
-                      / "test_replay_data_ekf_gsf_reset.csv")
+DEFAULT_REPLAY_LOG = (Path(__file__).resolve().parents[1] / "data" / "px4_sitl"
+                      / "test_replay_data_ekf_gsf_reset.csv")  # the repository's data/
 IMU_RATE, GNSS_RATE = 200.0, 5.0
 SIGMAS = np.array([0.03] * 3 + [0.3] * 3 + [2.0] * 3 + [0.01] * 3 + [0.1] * 3)
 GNSS_BIAS_SIGMA = (0.2, 0.4)  # m, horizontal and vertical: simulated and estimated

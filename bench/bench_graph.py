@@ -39,8 +39,8 @@ from pathlib import Path
 
 from harness import Result, best_time, write_report
 
-from variational_sim.graph.components import load_graph
-from variational_sim.graph.runner import SIMULATOR, RunOptions, run
+from mav_bringup.graph.components import default_graph_file, load_graph
+from mav_bringup.graph.runner import SIMULATOR, RunOptions, run
 from variational_sim.sensors.gnss import GnssConfig
 from variational_sim.sensors.imu import ImuConfig
 from variational_sim.vehicle_sim.plant import STANDARD_GRAVITY
@@ -109,7 +109,7 @@ def separate_processes(duration_s: float, log_dir: Path,
 
     options = RunOptions(duration_s=duration_s, vehicle=VEHICLE, overrides={SIMULATOR: RATES})
     parameters = options.node_parameters()
-    components = {c.name: c for c in load_graph(options.graph)}
+    components = {c.name: c for c in load_graph(options.graph or default_graph_file())}
     # (sim s, wall s) of the first /clock at or after the warm-up, then of the latest one.
     marks: list[tuple[float, float]] = []
 

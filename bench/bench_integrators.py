@@ -6,7 +6,7 @@ Usage: python bench/bench_integrators.py [--long-steps N] [--horizon T] [--repea
 All runs happen in one process on the same bodies:
 
 1. per-step cost, DQVI against RK4 / RKMK4 / DOP853 through ``harness`` (best of repeats);
-2. work-precision grid on the free generic body B1 (dqvi-rigid-body.md section 4): for each
+2. work-precision grid on the free generic body B1 (docs/theory/dqvi.md §4): for each
    integrator and step size, the mean CPU time per step and the maximum relative energy
    and spatial-momentum errors over ``--horizon`` seconds;
 3. the long run of the issue: DQVI and RK4 at h = 0.1 s for ``--long-steps`` steps
@@ -193,7 +193,7 @@ def plot(grid: list[dict], output: Path) -> None:
 def markdown(grid, headline, qvi, horizon) -> str:
     lines = [
         "# Integrators: work-precision", "",
-        f"Free rigid body B1 (dqvi-rigid-body.md section 4), horizon {horizon:g} s; errors are "
+        f"Free rigid body B1 (docs/theory/dqvi.md §4), horizon {horizon:g} s; errors are "
         "maxima of relative deviations sampled along the run; CPU time covers the steps only.",
         "", "| integrator | h (s) | steps | CPU/step (us) | energy error | momentum error |",
         "|---|---:|---:|---:|---:|---:|",

@@ -1,27 +1,29 @@
 """The trident EKF alone, on a companion computer (wall clock by default), with optional rviz.
 
-    ros2 launch launch/estimator.launch.py imu_topic:=/mavros/imu/data_raw rviz:=true
+    ros2 launch mav_bringup estimator.launch.py imu_topic:=/mavros/imu/data_raw rviz:=true
 
 Remapping arguments connect the estimator's inputs (`/imu/data`, `/gnss/fix`, `/gnss/vel`)
 to the vehicle's topics. The frame arguments override the parameter file's frames. sim and
-replay launch include this file, so the estimator and rviz are described once.
+replay launch include this file, so the estimator and rviz are described once. Parameter and
+rviz files come from the installed mav_bringup share directory.
 """
 
-from pathlib import Path
-
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.conditions import IfCondition
 from launch.launch_description import LaunchDescription
-from launch.substitutions import LaunchConfiguration
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
+from launch_ros.substitutions import FindPackageShare
 
-# config/ sits next to launch/ in the repository and in the docker workspace (/ws).
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
+from mav_bringup.launch_support import require_rviz2, rviz_default
+
+BRINGUP = "mav_bringup"
 BOOLEAN = ["true", "false"]
 
 
 def generate_launch_description() -> LaunchDescription:
+    share = FindPackageShare(BRINGUP)
     use_sim_time = ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)
     estimator = Node(
         package="trident_ekf",
@@ -46,14 +48,14 @@ def generate_launch_description() -> LaunchDescription:
         package="rviz2",
         executable="rviz2",
         name="rviz2",
-        arguments=["-d", str(CONFIG_DIR / "rviz" / "trident.rviz")],
+        arguments=["-d", PathJoinSubstitution([share, "config", "rviz", "trident.rviz"])],
         # rviz must follow the same clock as the stamps it displays.
         parameters=[{"use_sim_time": use_sim_time}],
         condition=IfCondition(LaunchConfiguration("rviz")),
     )
     return LaunchDescription([
         DeclareLaunchArgument(
-            "params_file", default_value=str(CONFIG_DIR / "estimator.yaml"),
+            "params_file", default_value=PathJoinSubstitution([share, "config", "estimator.yaml"]),
             description="estimator parameter file (trident_ekf: ros__parameters: ...)"),
         DeclareLaunchArgument(
             "use_sim_time", default_value="false", choices=BOOLEAN,
@@ -73,8 +75,10 @@ def generate_launch_description() -> LaunchDescription:
             "base_frame", default_value="base_link",
             description="vehicle body frame (FLU) of the published odometry and transform"),
         DeclareLaunchArgument(
-            "rviz", default_value="false", choices=BOOLEAN,
-            description="start rviz2 with config/rviz/trident.rviz"),
+            "rviz", default_value=rviz_default(), choices=BOOLEAN,
+            description="start rviz2 with config/rviz/trident.rviz (default: true where "
+                        "rviz2 is installed)"),
+        OpaqueFunction(function=require_rviz2),
         estimator,
         rviz,
     ])

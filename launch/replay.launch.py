@@ -1,35 +1,48 @@
 """Replay a rosbag2 recording through a live trident EKF on the bag's clock, with rviz.
 
-    ros2 launch launch/replay.launch.py bag:=/data/flight_001 rate:=2.0
+    ros2 launch mav_bringup replay.launch.py bag:=/data/flight_001 rate:=2.0
 
 `ros2 bag play --clock` publishes /clock from the bag's time line and the estimator (from
-estimator.launch.py) runs on it. A bag recorded from sim.launch.py also holds /clock, /tf and
-the old estimate: they are remapped aside so they do not collide with the live ones.
+estimator.launch.py) runs on it. A bag recorded from sim.launch.py or mav-sim also holds
+the recorded /clock, /tf, /diagnostics and the old estimate: the player leaves them out
+(`--exclude-regex`), so they neither fight the player's clock nor the live estimator. They
+are not remapped aside: rosbag2 applies `--remap` to the player node itself, which would
+also move the /clock it publishes.
 """
 
-from pathlib import Path
-
-from launch.actions import DeclareLaunchArgument, ExecuteProcess, IncludeLaunchDescription
+from launch.actions import (
+    DeclareLaunchArgument,
+    ExecuteProcess,
+    IncludeLaunchDescription,
+    OpaqueFunction,
+)
 from launch.launch_description import LaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
-from launch.substitutions import LaunchConfiguration
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch_ros.substitutions import FindPackageShare
 
-LAUNCH_DIR = Path(__file__).resolve().parent
-RECORDED_ASIDE = ["/clock", "/tf", "/trident_ekf/odometry"]
+from mav_bringup.launch_support import require_rviz2, rviz_default
+
+BRINGUP = "mav_bringup"
+# Recorded topics that the live graph publishes itself: the clock, transforms, diagnostics
+# and everything under the estimator's namespace.
+NOT_REPLAYED = "^/(clock|tf|diagnostics|trident_ekf/.*)$"
 
 
 def generate_launch_description() -> LaunchDescription:
+    share = FindPackageShare(BRINGUP)
     bag_play = ExecuteProcess(
         cmd=[
             "ros2", "bag", "play", LaunchConfiguration("bag"),
             "--rate", LaunchConfiguration("rate"),
             "--clock",
-            "--remap", *[f"{topic}:=/recorded{topic}" for topic in RECORDED_ASIDE],
+            "--exclude-regex", NOT_REPLAYED,
         ],
         output="screen",
     )
     estimator_and_rviz = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(str(LAUNCH_DIR / "estimator.launch.py")),
+        PythonLaunchDescriptionSource(
+            PathJoinSubstitution([share, "launch", "estimator.launch.py"])),
         launch_arguments={
             "use_sim_time": "true",
             "rviz": LaunchConfiguration("rviz"),
@@ -41,8 +54,10 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument(
             "rate", default_value="1.0", description="playback speed (1.0: as recorded)"),
         DeclareLaunchArgument(
-            "rviz", default_value="true", choices=["true", "false"],
-            description="start rviz2 with config/rviz/trident.rviz"),
-        bag_play,
+            "rviz", default_value=rviz_default(), choices=["true", "false"],
+            description="start rviz2 with config/rviz/trident.rviz (default: true where "
+                        "rviz2 is installed)"),
+        OpaqueFunction(function=require_rviz2),
         estimator_and_rviz,
+        bag_play,
     ])

@@ -1,44 +1,43 @@
 """Simulation: simulator, controller/allocator and trident EKF on sim time, with rviz.
 
-    ros2 launch launch/sim.launch.py
-    ros2 launch launch/sim.launch.py vehicle:=hexarotor.yaml trajectory:=hover rviz:=false
+    ros2 launch mav_bringup sim.launch.py
+    ros2 launch mav_bringup sim.launch.py vehicle:=hexarotor trajectory:=hover rviz:=false
 
 The simulator publishes /clock and steps in lock-step with the controller; it is paced at
 `real_time_factor` times the wall clock (1.0: watchable in rviz; larger runs faster). The
 estimator and rviz come from estimator.launch.py. With `duration_s` > 0 the launch ends when
-the simulator finishes.
+the simulator finishes. Parameter and vehicle files come from the installed mav_bringup.
 """
 
-from pathlib import Path
-
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, Shutdown
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction, Shutdown
 from launch.launch_description import LaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
+from launch_ros.substitutions import FindPackageShare
 
-LAUNCH_DIR = Path(__file__).resolve().parent
-# config/ sits next to launch/ in the repository and in the docker workspace (/ws).
-CONFIG_DIR = LAUNCH_DIR.parent / "config"
+from mav_bringup.launch_support import require_rviz2, rviz_default
+
+BRINGUP = "mav_bringup"
 BOOLEAN = ["true", "false"]
 
 
 def generate_launch_description() -> LaunchDescription:
+    share = FindPackageShare(BRINGUP)
     use_sim_time = ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)
-    # A bare file name is looked up in config/vehicles; an absolute path is used as given.
-    vehicle_file = PathJoinSubstitution(
-        [str(CONFIG_DIR / "vehicles"), LaunchConfiguration("vehicle")])
+    # A name is looked up by the nodes among the installed vehicle files; a path is used as is.
+    vehicle_file = ParameterValue(LaunchConfiguration("vehicle"), value_type=str)
     simulator = Node(
         package="variational_sim",
         executable="simulator_node",
         name="simulator",
         output="screen",
         parameters=[
-            str(CONFIG_DIR / "simulator.yaml"),
+            PathJoinSubstitution([share, "config", "simulator.yaml"]),
             {
                 "use_sim_time": use_sim_time,
-                "vehicle_file": ParameterValue(vehicle_file, value_type=str),
+                "vehicle_file": vehicle_file,
                 "duration_s": ParameterValue(LaunchConfiguration("duration_s"), value_type=float),
                 "real_time_factor": ParameterValue(
                     LaunchConfiguration("real_time_factor"), value_type=float),
@@ -52,10 +51,10 @@ def generate_launch_description() -> LaunchDescription:
         name="controller",
         output="screen",
         parameters=[
-            str(CONFIG_DIR / "controller.yaml"),
+            PathJoinSubstitution([share, "config", "controller.yaml"]),
             {
                 "use_sim_time": use_sim_time,
-                "vehicle_file": ParameterValue(vehicle_file, value_type=str),
+                "vehicle_file": vehicle_file,
                 "trajectory": ParameterValue(LaunchConfiguration("trajectory"), value_type=str),
                 "odometry_source": ParameterValue(
                     LaunchConfiguration("odometry_source"), value_type=str),
@@ -63,7 +62,8 @@ def generate_launch_description() -> LaunchDescription:
         ],
     )
     estimator_and_rviz = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(str(LAUNCH_DIR / "estimator.launch.py")),
+        PythonLaunchDescriptionSource(
+            PathJoinSubstitution([share, "launch", "estimator.launch.py"])),
         launch_arguments={
             "use_sim_time": LaunchConfiguration("use_sim_time"),
             "rviz": LaunchConfiguration("rviz"),
@@ -72,7 +72,8 @@ def generate_launch_description() -> LaunchDescription:
     return LaunchDescription([
         DeclareLaunchArgument(
             "vehicle", default_value="quadrotor_x.yaml",
-            description="vehicle file: a name in config/vehicles or an absolute path"),
+            description="vehicle file: a name in config/vehicles of mav_bringup, or a path; "
+                        "simulator and controller get the same file"),
         DeclareLaunchArgument(
             "trajectory", default_value="figure_eight",
             choices=["figure_eight", "hover", "waypoints"],
@@ -81,8 +82,9 @@ def generate_launch_description() -> LaunchDescription:
             "odometry_source", default_value="estimate", choices=["estimate", "ground_truth"],
             description="odometry the controller closes the loop on"),
         DeclareLaunchArgument(
-            "rviz", default_value="true", choices=BOOLEAN,
-            description="start rviz2 with config/rviz/trident.rviz"),
+            "rviz", default_value=rviz_default(), choices=BOOLEAN,
+            description="start rviz2 with config/rviz/trident.rviz (default: true where "
+                        "rviz2 is installed)"),
         DeclareLaunchArgument(
             "duration_s", default_value="0",
             description="simulated time to run, s (0: run until stopped)"),
@@ -92,6 +94,7 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument(
             "use_sim_time", default_value="true", choices=BOOLEAN,
             description="every node follows the simulator's /clock"),
+        OpaqueFunction(function=require_rviz2),
         simulator,
         controller,
         estimator_and_rviz,

@@ -202,7 +202,7 @@ def tf_to_dict(msg: Any) -> TfDict:
 
 
 def _qos(imu_qos: str) -> tuple[Any, Any]:
-    """(Imu QoS, /tf QoS) per CONVENTIONS.md; 'reliable' makes the Imu stream lossless."""
+    """(Imu QoS, /tf QoS) per docs/conventions.md; 'reliable' makes the Imu stream lossless."""
     from rclpy.qos import (
         DurabilityPolicy,
         HistoryPolicy,

@@ -9,6 +9,7 @@ files read copied to where they look for it.
 import ast
 import importlib.util
 import json
+import os
 import re
 import shlex
 import sys
@@ -17,13 +18,14 @@ from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
-LTS_DISTROS = {"humble", "jazzy"}
+LTS_DISTROS = {"jazzy"}  # Humble (Python 3.10) is not supported: README
 # setup.py requirement -> rosdep key; the rest have no key and are pip-installed.
 ROSDEP_KEYS = {"numpy": "python3-numpy", "scipy": "python3-scipy", "pyyaml": "python3-yaml",
                "matplotlib": "python3-matplotlib"}
 PIP_ONLY = {"pymap3d", "pyulog", "pymavlink", "rosbags"}
 PROJECT = {p.parent.name for p in (ROOT / "src").glob("*/package.xml")}
 LAUNCH_FILES = sorted(p.name for p in (ROOT / "launch").glob("*.launch.py"))
+BRINGUP = "mav_bringup"
 
 
 def _load_sibling(name: str) -> ModuleType:
@@ -135,13 +137,46 @@ def test_every_python_requirement_is_installed_in_the_image():
             assert f"<exec_depend>{key}</exec_depend>" in manifest, f"{setup_py.parent.name}: {key}"
 
 
+def image_share(package: str) -> PurePosixPath:
+    """A package's share directory in the image: the colcon install at the workdir."""
+    return workdir() / "install" / package / "share" / package
+
+
+def image_source_of_installed(path: PurePosixPath) -> PurePosixPath:
+    """The source file in the image that colcon installed at `path` (a bringup share file),
+    through the package's links to the top-level launch/ and config/ folders."""
+    relative = path.relative_to(image_share(BRINGUP))
+    link = ROOT / "src" / BRINGUP / relative.parts[0]
+    target = PurePosixPath(os.readlink(link)) if link.is_symlink() else PurePosixPath(link.name)
+    folder = PurePosixPath(os.path.normpath(workdir() / "src" / BRINGUP / target))
+    return folder.joinpath(*relative.parts[1:])
+
+
+def copied_before_build(image_path: PurePosixPath) -> bool:
+    """Whether some COPY before the `colcon build` RUN puts a file at `image_path`."""
+    steps = instructions()
+    build = next(i for i, (keyword, rest) in enumerate(steps)
+                 if keyword == "RUN" and "colcon build" in rest)
+    earlier = [rest for keyword, rest in steps[:build] if keyword == "COPY"]
+    for *sources, destination in (shlex.split(rest) for rest in earlier):
+        target = workdir() / destination
+        for source in sources:
+            if (ROOT / source).is_dir() and image_path.is_relative_to(target):
+                return True
+            into_folder = destination.endswith("/") or len(sources) > 1
+            if image_path == (target / PurePosixPath(source).name if into_folder else target):
+                return True
+    return False
+
+
 def test_default_command_launches_the_simulation_headless():
     (command,) = [json.loads(rest) for keyword, rest in instructions() if keyword == "CMD"]
-    assert command[:2] == ["ros2", "launch"]
-    launch_file = repository_path(PurePosixPath(command[2]))
-    assert launch_file == ROOT / "launch" / "sim.launch.py"
-    reader = launch_reader.reader(launch_file.name)
-    arguments = dict(argument.split(":=", 1) for argument in command[3:])
+    assert command[:4] == ["ros2", "launch", BRINGUP, "sim.launch.py"]
+    installed = image_source_of_installed(image_share(BRINGUP) / "launch" / command[3])
+    assert repository_path(installed) == ROOT / "launch" / "sim.launch.py"
+    assert copied_before_build(installed)
+    reader = launch_reader.reader(command[3], image_share)
+    arguments = dict(argument.split(":=", 1) for argument in command[4:])
     for name, value in arguments.items():
         assert name in reader.declarations, f"sim.launch.py has no argument {name}"
         assert value in (reader.choices(name) or [value]), f"{name}:={value}"
@@ -151,12 +186,27 @@ def test_default_command_launches_the_simulation_headless():
     assert {"variational_sim", "mav_dynamics", "trident_ekf"} <= started
 
 
-def test_every_path_the_launch_files_read_is_copied():
+def test_every_path_the_launch_files_read_is_installed_from_copied_files():
     for launch_file in LAUNCH_FILES:
-        for image_path in launch_reader.referenced_paths(launch_file, workdir()):
-            source = repository_path(PurePosixPath(image_path))
-            assert source is not None, f"{launch_file} reads {image_path}: not copied"
-            assert source.exists(), f"{launch_file} reads {image_path}: {source} is missing"
+        for image_path in launch_reader.referenced_paths(launch_file, image_share):
+            installed = PurePosixPath(image_path)
+            assert installed.is_relative_to(image_share(BRINGUP)), installed
+            source = image_source_of_installed(installed)
+            assert copied_before_build(source), f"{launch_file} reads {image_path}: not copied"
+            in_repository = repository_path(source)
+            assert in_repository is not None, f"{launch_file} reads {image_path}: not copied"
+            assert in_repository.exists(), f"{launch_file} reads {image_path}: no {source}"
+
+
+def test_the_tests_run_on_the_sourced_install_and_fail_the_build():
+    (step,) = [rest for keyword, rest in instructions() if keyword == "RUN" and "colcon" in rest]
+    commands = [part.strip() for part in step.split("&&")]
+    order = [next(i for i, c in enumerate(commands) if c.startswith(prefix)) for prefix in (
+        "colcon build", "source install/setup.bash", "colcon test ", "colcon test-result")]
+    assert order == sorted(order), commands
+    # Every test file reads its data and settings from copies made before the build.
+    for needed in ("data/px4_sitl", "pyproject.toml", "conftest.py"):
+        assert copied_before_build(workdir() / needed), needed
 
 
 def test_every_ros_package_the_code_imports_is_resolved_by_rosdep():

@@ -1,6 +1,6 @@
 """End to end: the simulator, the controller/allocator and the trident EKF in a closed loop.
 
-- One process (the ``mav-sim`` runner, ``variational_sim.graph.runner.run``): the controller
+- One process (the ``mav-sim`` runner, ``mav_bringup.graph.runner.run``): the controller
   flies the figure-eight on the estimate; tracking and estimate consistency come from the
   recorded bag through the runner's own series/metrics; the bag and the report are checked.
 - Separate processes over real DDS: ``simulator_node``, ``controller_node`` and
@@ -32,13 +32,12 @@ import pytest
 import yaml
 from rosbags.rosbag2 import Reader
 
-from variational_sim.graph.components import load_graph
-from variational_sim.graph.metrics import FloatArray, estimate_errors, tracking_error
-from variational_sim.graph.recorder import TYPESTORE
-from variational_sim.graph.report import summarize
-from variational_sim.graph.runner import SIMULATOR, RunOptions, RunResult, run
-from variational_sim.graph.series import (
-    DIAGNOSTICS,
+from mav_bringup.graph.components import default_graph_file, load_graph
+from mav_bringup.graph.metrics import FloatArray, estimate_errors, tracking_error
+from mav_bringup.graph.recorder import TYPESTORE
+from mav_bringup.graph.report import summarize
+from mav_bringup.graph.runner import SIMULATOR, RunOptions, RunResult, run
+from mav_bringup.graph.series import (
     ESTIMATE,
     REFERENCE,
     TRUTH,
@@ -46,6 +45,8 @@ from variational_sim.graph.series import (
     RunSeries,
     read_run,
 )
+from mav_ros_common.diagnostics import DIAGNOSTICS_TOPIC as DIAGNOSTICS
+from mav_ros_common.resources import find_named_file
 from variational_sim.vehicle_sim.simulator import SimulatorConfig, VehicleSimulator
 
 if TYPE_CHECKING:  # conftest is not importable at run time under --import-mode=importlib
@@ -114,7 +115,8 @@ def seed() -> int:
     the simulator core alone (the same seeding as the node), never a run's outcome.
     """
     for candidate in range(SEEDS_TRIED):
-        simulator = VehicleSimulator(SimulatorConfig(seed=candidate))
+        simulator = VehicleSimulator(SimulatorConfig(
+            vehicle_file=str(find_named_file("quadrotor_x", "vehicles")), seed=candidate))
         config = simulator.config
         for _ in range(round(config.physics_rate_hz / config.gnss.rate_hz)):  # to the 1st fix
             simulator.step()
@@ -306,7 +308,7 @@ class DdsGraph:
             # The probe has subscriptions only: no timer for EventsExecutor to misfire.
             self.executor = EventsExecutor(context=self.context)
             self.executor.add_node(self.probe)
-            components = {c.name: c for c in load_graph(options.graph)}
+            components = {c.name: c for c in load_graph(options.graph or default_graph_file())}
             parameters = options.node_parameters()
             for name in (CONTROLLER, ESTIMATOR, SIMULATOR):
                 if name == SIMULATOR:
@@ -464,7 +466,7 @@ NOMINAL_STATUS = ("nominal", OK)
 
 def _simulator_datum() -> tuple[float, float, float]:
     """The map origin of the simulator's parameter file: latitude, longitude (deg), height (m)."""
-    simulator = next(c for c in load_graph() if c.name == SIMULATOR)
+    simulator = next(c for c in load_graph(default_graph_file()) if c.name == SIMULATOR)
     values = yaml.safe_load(simulator.parameters.read_text())[SIMULATOR]["ros__parameters"]
     latitude, longitude, height = (float(v) for v in values["datum"])
     return latitude, longitude, height

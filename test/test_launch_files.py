@@ -17,7 +17,8 @@ import ast
 import contextlib
 import importlib
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
@@ -30,19 +31,28 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
+from mav_bringup.launch_support import rviz2_installed
+from mav_ros_common.resources import package_share
+
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH_DIR = ROOT / "launch"
 CONFIG_DIR = ROOT / "config"
 RVIZ_CONFIG = CONFIG_DIR / "rviz" / "trident.rviz"
 GRAPH_FILE = CONFIG_DIR / "graph.yaml"
-PACKAGES = {"mav_geometry", "mav_dynamics", "variational_sim", "trident_ekf"}
+BRINGUP = "mav_bringup"
+PACKAGES = {"mav_geometry", "mav_dynamics", "variational_sim", "trident_ekf", "mav_ros_common",
+            BRINGUP}
 LAUNCH_FILES = ["sim.launch.py", "estimator.launch.py", "replay.launch.py"]
-# What each launch file starts with its default arguments (launch/README.md).
+# What each launch file starts with its default arguments (launch/README.md): rviz2 only
+# where it is installed.
+RVIZ = {"rviz2"} if rviz2_installed() else set()
 DEFAULT_NODES = {
-    "sim.launch.py": {"simulator", "controller", "trident_ekf", "rviz2"},
+    "sim.launch.py": {"simulator", "controller", "trident_ekf"} | RVIZ,
     "estimator.launch.py": {"trident_ekf"},
-    "replay.launch.py": {"trident_ekf", "rviz2"},
+    "replay.launch.py": {"trident_ekf"} | RVIZ,
 }
+# Inputs of the estimator, which a replay must play from the bag.
+ESTIMATOR_INPUTS = {"/imu/data", "/gnss/fix", "/gnss/vel"}
 # Arguments without a default must be given on the command line; these stand in for them.
 REQUIRED_ARGUMENT_VALUES = {"bag": "/data/flight_bag"}
 # Values tried beyond each argument's declared choices: every shipped vehicle.
@@ -165,13 +175,21 @@ class Launched:
         return found
 
 
-class LaunchFileReader:
-    """A launch file read with `ast`, as if it lived at `workspace` (the repository or /ws)."""
+ShareOf = Callable[[str], PurePath]
+"""Where a package's share directory is (FindPackageShare): installed here, or in an image."""
 
-    def __init__(self, path: Path, workspace: PurePath = ROOT) -> None:
+
+def installed_share(package: str) -> PurePath:
+    return package_share(package)
+
+
+class LaunchFileReader:
+    """A launch file of the repository read with `ast`, as installed where `share_of` says."""
+
+    def __init__(self, path: Path, share_of: ShareOf = installed_share) -> None:
         self.path = path
-        self.workspace = workspace
-        self.location = workspace / path.relative_to(ROOT)
+        self.share_of = share_of
+        self.location = share_of(BRINGUP) / "launch" / path.name
         self.tree = ast.parse(path.read_text(), filename=str(path))
         self.constants = self._module_constants()
         (entry_point,) = [
@@ -204,6 +222,11 @@ class LaunchFileReader:
         """Module-level names computable without launch (paths, lists of strings)."""
         constants: dict[str, Any] = {}
         for statement in self.tree.body:
+            # The bringup's own helpers are plain Python: imported for real.
+            if isinstance(statement, ast.ImportFrom) and statement.module and (
+                    statement.module.split(".")[0] == BRINGUP):
+                module = importlib.import_module(statement.module)
+                constants |= {alias.name: getattr(module, alias.name) for alias in statement.names}
             if isinstance(statement, ast.Assign) and isinstance(statement.targets[0], ast.Name):
                 with contextlib.suppress(NameError):
                     constants[statement.targets[0].id] = self._python(statement.value, constants)
@@ -221,6 +244,8 @@ class LaunchFileReader:
         name = call_name(expr)
         if name == "LaunchConfiguration":
             return configurations[ast.literal_eval(expr.args[0])]
+        if name == "FindPackageShare":
+            return str(self.share_of(self.evaluate(expr.args[0], configurations)))
         if name == "PathJoinSubstitution":
             return os.path.join(*map(str, self.evaluate(expr.args[0], configurations)))
         if name == "ParameterValue":
@@ -277,7 +302,8 @@ class LaunchFileReader:
             arguments = keyword(call, "launch_arguments")  # {name: value}.items()
             passed = self.evaluate(arguments.func.value, configurations) if arguments else {}
             # Included files share the launch context: the includer's configurations show.
-            reader = LaunchFileReader(ROOT / included.relative_to(self.workspace), self.workspace)
+            assert included.parent == PurePath(self.share_of(BRINGUP)) / "launch", included
+            reader = LaunchFileReader(LAUNCH_DIR / included.name, self.share_of)
             child = reader.launch({**configurations, **passed})
             launched.nodes += child.nodes
             launched.processes += child.processes
@@ -309,13 +335,15 @@ class LaunchFileReader:
         return node
 
 
-def reader(launch_file: str, workspace: PurePath = ROOT) -> LaunchFileReader:
-    return LaunchFileReader(LAUNCH_DIR / launch_file, workspace)
+def reader(launch_file: str, share_of: ShareOf = installed_share) -> LaunchFileReader:
+    return LaunchFileReader(LAUNCH_DIR / launch_file, share_of)
 
 
-def referenced_paths(launch_file: str, workspace: PurePath) -> set[PurePath]:
-    """Every file or folder under `workspace` that launching with defaults reads."""
-    launched = reader(launch_file, workspace).launch(dict(REQUIRED_ARGUMENT_VALUES))
+def referenced_paths(launch_file: str, share_of: ShareOf) -> set[PurePath]:
+    """Every file or folder in the bringup's share directory that launching with defaults
+    reads."""
+    share = PurePath(share_of(BRINGUP))
+    launched = reader(launch_file, share_of).launch(dict(REQUIRED_ARGUMENT_VALUES))
     values: list[Any] = [launched.launch_files, launched.processes]
     for node in launched.nodes:
         values += [node.parameter_files, list(node.overrides.values()), node.arguments]
@@ -324,7 +352,7 @@ def referenced_paths(launch_file: str, workspace: PurePath) -> set[PurePath]:
         value = values.pop()
         if isinstance(value, list):
             values += value
-        elif isinstance(value, str | PurePath) and PurePath(value).is_relative_to(workspace):
+        elif isinstance(value, str | PurePath) and PurePath(value).is_relative_to(share):
             paths.add(PurePath(value))
     return paths
 
@@ -470,7 +498,9 @@ def test_nodes_run_console_scripts_of_workspace_packages(launch_file):
     for node in reader(launch_file).launch(dict(REQUIRED_ARGUMENT_VALUES)).nodes:
         if node.package == "rviz2":
             assert node.executable == "rviz2"
-            assert node.arguments == ["-d", str(RVIZ_CONFIG)]
+            flag, path = node.arguments
+            assert flag == "-d"
+            assert Path(path).resolve() == RVIZ_CONFIG.resolve()
             continue
         assert node.package in PACKAGES, node.package
         scripts = console_scripts(node.package)
@@ -560,7 +590,8 @@ def test_sim_launch_and_the_one_process_graph_agree():
     for node in nodes:
         module = console_scripts(node.package)[node.executable].partition(":")[0]
         assert graph[node.name]["plugin"].partition(":")[0] == module, node.name
-        assert node.parameter_files == [CONFIG_DIR / graph[node.name]["parameters"]], node.name
+        expected = (CONFIG_DIR / graph[node.name]["parameters"]).resolve()
+        assert [p.resolve() for p in node.parameter_files] == [expected], node.name
 
 
 def test_sim_runs_every_node_on_sim_time_and_ends_with_the_simulator():
@@ -579,14 +610,37 @@ def test_replay_plays_the_bag_on_its_clock_beside_a_live_estimator(sim_graph):
     assert command[command.index("--rate") + 1] == "2.5"
     assert "--clock" in command
     assert launched.node("trident_ekf").overrides["use_sim_time"] is True
-    # A bag recorded from the simulation holds /clock and the old estimate: both are moved
-    # aside so that they do not fight the bag's clock and the live estimator's state.
-    moved = {rule.split(":=")[0] for rule in command[command.index("--remap") + 1:]}
-    estimator_outputs = sim_graph["trident_ekf"].publishers.items()
-    live_state = {topic for topic, (message_type, qos) in estimator_outputs
-                  if message_type in {"nav_msgs/msg/Odometry", "tf2_msgs/msg/TFMessage"}
-                  and qos.durability == DurabilityPolicy.VOLATILE}
-    assert moved == live_state | {"/clock"}
+    # rosbag2 remaps the player node too: a /clock remap would move the clock it publishes.
+    assert "--remap" not in command
+    # A recorded run also holds /clock, /tf, diagnostics and the old estimate: the player
+    # leaves out everything the live estimator publishes, and nothing it subscribes to.
+    excluded = re.compile(command[command.index("--exclude-regex") + 1])
+    estimator = sim_graph["trident_ekf"]
+    # (/parameter_events is every node's own, and nothing reads a replayed one.)
+    for topic in {*estimator.publishers, "/clock", "/tf", "/diagnostics"} - {
+            "/parameter_events"}:
+        assert excluded.fullmatch(topic), f"{topic} would be replayed over the live one"
+    # The estimator's /clock comes from the player's --clock, not from the bag.
+    for topic in {*estimator.subscriptions, *ESTIMATOR_INPUTS, "/tf_static",
+                  "/ground_truth/odometry"} - {"/clock", "/parameter_events"}:
+        assert not excluded.fullmatch(topic), f"{topic} would not be replayed"
+
+
+@pytest.mark.parametrize("launch_file", LAUNCH_FILES)
+def test_a_missing_rviz2_stops_the_launch_before_any_node_starts(launch_file):
+    launch = reader(launch_file)
+    (description,) = [call for call in launch.calls("LaunchDescription") if call.args]
+    actions = [call_name(a) or getattr(a, "id", None) for a in description.args[0].elts]
+    check = actions.index("OpaqueFunction")
+    starts = [i for i, name in enumerate(actions) if name not in {
+        "DeclareLaunchArgument", "OpaqueFunction"}]
+    assert starts, actions
+    assert check < min(starts), f"{launch_file}: the rviz2 check runs after {actions[:check]}"
+    (opaque,) = launch.calls("OpaqueFunction")
+    assert ast.unparse(keyword(opaque, "function")) == "require_rviz2"
+    assert launch.declarations["rviz"] is not None
+    default = launch.configurations(dict(REQUIRED_ARGUMENT_VALUES))["rviz"]
+    assert default == ("true" if rviz2_installed() else "false")
 
 
 # ---------------------------------------------------------------- rviz config

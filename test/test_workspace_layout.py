@@ -11,14 +11,21 @@ import pytest
 from catkin_pkg.package import parse_package
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ["mav_geometry", "mav_dynamics", "variational_sim", "trident_ekf"]
-# Allowed project dependencies (ARCHITECTURE.md): geometry <- dynamics <- sim; geometry <- ekf.
+PACKAGES = ["mav_geometry", "mav_ros_common", "mav_dynamics", "variational_sim", "trident_ekf",
+            "mav_bringup"]
+# Allowed project dependencies (docs/architecture.md): geometry <- dynamics <- sim;
+# geometry <- ekf; the ROS plumbing under every node package; the bringup on top of all.
 ALLOWED_PROJECT_DEPENDENCIES = {
     "mav_geometry": set(),
-    "mav_dynamics": {"mav_geometry"},
-    "variational_sim": {"mav_geometry", "mav_dynamics"},
-    "trident_ekf": {"mav_geometry"},
+    "mav_ros_common": set(),
+    "mav_dynamics": {"mav_geometry", "mav_ros_common"},
+    "variational_sim": {"mav_geometry", "mav_dynamics", "mav_ros_common"},
+    "trident_ekf": {"mav_geometry", "mav_ros_common"},
+    "mav_bringup": {"mav_geometry", "mav_dynamics", "variational_sim", "trident_ekf",
+                    "mav_ros_common"},
 }
+# Where the ROS plumbing may be imported: the ROS shells and command-line tools, never a core.
+SHELL_FOLDERS = {"ros", "tools", "experiments"}
 
 
 def setup_keywords(package_dir: Path) -> dict[str, object]:
@@ -56,7 +63,7 @@ def imported_roots(source: Path) -> set[str]:
     return roots
 
 
-def test_src_holds_exactly_the_four_packages():
+def test_src_holds_exactly_the_product_packages():
     found = sorted(p.parent.name for p in (ROOT / "src").glob("*/package.xml"))
     assert found == sorted(PACKAGES)
 
@@ -75,6 +82,9 @@ def test_manifest_and_setup_agree(name):
     assert (package_dir / "resource" / name).is_file()
     assert (package_dir / name / "__init__.py").is_file()
     assert (package_dir / "test").is_dir()
+    # colcon test runs pytest only for packages that declare it as their test requirement.
+    assert "pytest" in keywords["extras_require"]["test"]
+    assert "python3-pytest" in {d.name for d in manifest.test_depends}
     setup_cfg = (package_dir / "setup.cfg").read_text()
     assert f"script_dir=$base/lib/{name}" in setup_cfg
     assert f"install_scripts=$base/lib/{name}" in setup_cfg
@@ -97,6 +107,16 @@ def test_code_imports_only_declared_project_packages(name):
     for source in package_dir.rglob("*.py"):
         stray = (imported_roots(source) & set(PACKAGES)) - allowed
         assert not stray, f"{source.relative_to(ROOT)} imports {stray}"
+
+
+@pytest.mark.parametrize("name", [p for p in PACKAGES if p not in {"mav_bringup",
+                                                                   "mav_ros_common"}])
+def test_only_ros_shells_and_tools_import_the_ros_plumbing(name):
+    package_dir = ROOT / "src" / name / name
+    for source in package_dir.rglob("*.py"):
+        if "mav_ros_common" in imported_roots(source):
+            folder = source.relative_to(package_dir).parts[0]
+            assert folder in SHELL_FOLDERS, f"core module {source.relative_to(ROOT)} imports it"
 
 
 def test_geometry_core_never_imports_ros():

@@ -13,6 +13,7 @@ setup(
         (f"share/{PACKAGE}", ["package.xml"]),
     ],
     install_requires=["numpy", "scipy"],
+    extras_require={"test": ["pytest", "hypothesis"]},
     python_requires=">=3.11",
     zip_safe=True,
     maintainer="Trident suite maintainers",

@@ -13,7 +13,7 @@ setup(
         (f"share/{PACKAGE}", ["package.xml"]),
     ],
     install_requires=["mav_geometry", "numpy", "scipy", "matplotlib", "pymap3d", "pyulog",
-                      "pymavlink", "rosbags"],
+                      "pymavlink", "rosbags", "mav_ros_common"],
     entry_points={
         "console_scripts": [
             "trident-import = trident_ekf.tools.import_cli:main",
@@ -21,6 +21,7 @@ setup(
             "estimator_node = trident_ekf.ros.estimator_node:main",
         ],
     },
+    extras_require={"test": ["pytest", "hypothesis"]},
     python_requires=">=3.11",
     zip_safe=True,
     maintainer="Trident suite maintainers",

@@ -13,7 +13,8 @@ setup(
         (f"share/{PACKAGE}", ["package.xml"]),
     ],
     install_requires=["mav_geometry", "mav_dynamics", "numpy", "scipy", "pyyaml", "matplotlib",
-                      "pymap3d", "rosbags"],
+                      "pymap3d", "rosbags", "mav_ros_common"],
+    extras_require={"test": ["pytest", "hypothesis"]},
     python_requires=">=3.11",
     zip_safe=True,
     entry_points={
@@ -24,7 +25,6 @@ setup(
             "hopper-drop-test = variational_sim.experiments.drop_test:main",
             "hopper-hop = variational_sim.experiments.hop:main",
             "simulator_node = variational_sim.ros.simulator_node:main",
-            "mav-sim = variational_sim.graph.runner:main",
         ],
     },
     maintainer="Trident suite maintainers",

@@ -4,7 +4,7 @@ Modules (no ROS imports):
 
 - ``vehicle`` / ``vehicle_file``: vehicle dataclasses and the validating YAML loader
   (``config/vehicles/*.yaml``);
-- ``model``: ``TreeModel``, the exact tree recursion of the design notes §2.8
+- ``model``: ``TreeModel``, the exact tree recursion of docs/theory/mav-screw-theory.md §2.8
   (base acceleration, motor and tilt torques); ``aero``: wing and body aerodynamics;
 - ``allocation``: ``allocation_matrix`` and ``ControlAllocator`` (limits, priorities,
   status); ``controller``: ``TrackingController`` on SE(3);

@@ -1,5 +1,7 @@
 """Wing aerodynamics (paper §3.3, eqs. (46)-(57) with the (53) erratum fixed) and body drag.
 
+Theory and the erratum: docs/theory/mav-screw-theory.md §2.3, §2.5 and §8.
+
 Angles follow (50): ``alpha = atan2(-v_z, v_x)``, ``sin(beta) = -v_y / V`` in the
 aerodynamic frame {a'} (x along the chord, z up). The wind frame is rotated from
 {a'} by ``R = Rot(y, alpha) Rot(z, -beta)`` (the active form; the printed (53) is
@@ -31,7 +33,8 @@ def wind_rotation(alpha: float, beta: float) -> FloatArray:
     ca, sa, cb, sb = np.cos(alpha), np.sin(alpha), np.cos(beta), np.sin(beta)
     rot_y = np.array([[ca, 0.0, sa], [0.0, 1.0, 0.0], [-sa, 0.0, ca]])
     rot_z = np.array([[cb, sb, 0.0], [-sb, cb, 0.0], [0.0, 0.0, 1.0]])
-    return rot_y @ rot_z
+    result: FloatArray = rot_y @ rot_z
+    return result
 
 
 class WingModel:
@@ -78,6 +81,6 @@ class WingModel:
 
 
 def body_drag_wrench(drag: BodyDrag, air_twist: FloatArray) -> FloatArray:
-    """Placeholder body drag ``-D1 V - D2 |V| V`` (notes §2.3 [X]) in the body frame."""
+    """Placeholder body drag ``-D1 V - D2 |V| V`` (theory §2.3 [X]) in the body frame."""
     result: FloatArray = -drag.linear * air_twist - drag.quadratic * np.abs(air_twist) * air_twist
     return result

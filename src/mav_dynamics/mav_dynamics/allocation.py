@@ -1,13 +1,13 @@
 """Control allocation: desired body wrench -> rotor speeds (and tilt angles), with limits.
 
 The rotor wrench in {b} is ``K(phi) u`` with ``u = dtheta^2`` (paper (62)/(78));
-column i of K is ``K_i S^{b}_i`` (notes §3.2). For a tilting link carrying one
+column i of K is ``K_i S^{b}_i`` (mav-screw-theory.md §3.2). For a tilting link carrying one
 rotor whose spin axis is perpendicular to the tilt axis, the column is
-``cos(phi) K S0 + sin(phi) K [S_alpha, S0]`` (notes §3.5), so the wrench is linear
+``cos(phi) K S0 + sin(phi) K [S_alpha, S0]`` (mav-screw-theory.md §3.5), so the wrench is linear
 in ``(u cos phi, u sin phi)`` through a constant matrix; ``u`` and ``phi`` are
 recovered with ``hypot`` and ``atan2``.
 
-Solution (not in the paper, notes §3.4):
+Solution (not in the paper; docs/theory/mav-screw-theory.md §3.4):
 
 1. unconstrained weighted minimum-norm solution through a precomputed
    pseudo-inverse (rank-aware: only the range of K is matched, so an

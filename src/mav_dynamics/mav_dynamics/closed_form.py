@@ -3,7 +3,7 @@
 - Standard "+" quadrotor, §4.1, eqs. (69)-(74), with the (74) erratum fixed
   (sixth entry ``m_T (v_x w_y - v_y w_x)``) and the y rows using ``I_y``.
 - Quadrotor with two fixed wings, §4.3, eqs. (79)-(80), rotor positions
-  ``(-d, h, w), (-d, -h, w), (d, -h, w), (d, h, w)`` (notes §5.3 [I]).
+  ``(-d, h, w), (-d, -h, w), (d, -h, w), (d, h, w)`` (docs/theory/mav-screw-theory.md §5.3).
 
 All frames at COMs and aligned with the body; rotors ``i = 1..4`` spin about
 ``(-1)^i k`` with ``eps_i = (-1)^i`` (thrust up). Units SI; twists ``(w, v)``.
@@ -23,7 +23,7 @@ _SIGNS = np.array([-1.0, 1.0, -1.0, 1.0])  # (-1)^i, i = 1..4
 
 @dataclass(frozen=True)
 class QuadrotorParameters:
-    """The notes' §5.6 fixture (placeholder numbers, not from the paper)."""
+    """The fixture of mav-screw-theory.md §5.6 (placeholder numbers, not from the paper)."""
 
     arm: float = 0.25                       # d (m)
     body_mass: float = 1.0                  # m_b (kg)
@@ -71,7 +71,7 @@ class QuadrotorParameters:
 
 
 def quadrotor_allocation_matrix(p: QuadrotorParameters) -> FloatArray:
-    """(70) as a matrix (notes §3.3), rows (m_x, m_y, m_z, f_x, f_y, f_z)."""
+    """(70) as a matrix (mav-screw-theory.md §3.3), rows (m_x, m_y, m_z, f_x, f_y, f_z)."""
     dkl, kd, kl = p.arm * p.thrust_coefficient, p.drag_coefficient, p.thrust_coefficient
     return np.array([
         [0.0, -dkl, 0.0, dkl],
@@ -84,7 +84,7 @@ def quadrotor_allocation_matrix(p: QuadrotorParameters) -> FloatArray:
 
 
 def quadrotor_locked_diagonal(p: QuadrotorParameters) -> FloatArray:
-    """Diagonal of G^b_T (73), general in x and y (notes §5.6)."""
+    """Diagonal of G^b_T (73), general in x and y (mav-screw-theory.md §5.6)."""
     md2 = p.rotor_mass * p.arm**2
     ib, ir = np.array(p.body_inertia), np.array(p.rotor_inertia)
     rotational = ib + 4 * ir + np.array([2 * md2, 2 * md2, 4 * md2])
@@ -120,7 +120,7 @@ def quadrotor_motor_torques(
     p: QuadrotorParameters, speeds: FloatArray, accelerations: FloatArray,
     base_acceleration: FloatArray,
 ) -> FloatArray:
-    """tau_i = k_d w_i^2 + I_rz (dw_i + n_i . dw^b) (notes §2.4 [D])."""
+    """tau_i = k_d w_i^2 + I_rz (dw_i + n_i . dw^b) (mav-screw-theory.md §2.4)."""
     spin_axis_z = _SIGNS * base_acceleration[2]
     result: FloatArray = p.drag_coefficient * speeds**2 + p.rotor_inertia[2] * (
         accelerations + spin_axis_z)

@@ -11,7 +11,7 @@ R^T R_d dw_d``. Gains are mass-normalised (vehicle file ``controller`` block).
 - Fully actuated vehicles (rank 6): the reference attitude is tracked as given,
   independently of the position.
 
-The wrench is the inverse dynamics of the locked body (notes §3.4):
+The wrench is the inverse dynamics of the locked body (docs/theory/mav-screw-theory.md §3.4):
 ``W = G_T dV_des - ad^T_V G_T V - G_T Ad_{T^b_0} A_grv`` with
 ``dV_des = (alpha, R^T a - w x v)``, so a body frame away from the COM is handled.
 """

@@ -1,4 +1,4 @@
-"""Analytic derivatives of the base acceleration (design notes §4.2).
+"""Analytic derivatives of the base acceleration (docs/theory/mav-screw-theory.md §4.2).
 
 Model differentiated: the locked-body equation with rotor gyroscopic terms,
 
@@ -41,7 +41,7 @@ class Linearization:
 
 
 def bar_ad(wrench: FloatArray) -> FloatArray:
-    """``bar_ad(W)`` with ``ad_V^T W = bar_ad(W) V`` for W = (m, f) (notes §1.4)."""
+    """``bar_ad(W)`` with ``ad_V^T W = bar_ad(W) V`` for W = (m, f) (theory §1.4)."""
     result = np.zeros((6, 6))
     result[:3, :3] = SO3.hat(wrench[:3])
     result[:3, 3:] = result[3:, :3] = SO3.hat(wrench[3:])

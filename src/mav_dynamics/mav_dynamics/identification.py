@@ -1,4 +1,5 @@
-"""Linear-in-parameters regressor and least-squares identification (design notes §4.3).
+"""Linear-in-parameters regressor and least-squares identification (docs/theory/mav-screw-theory.md
+§4.3).
 
 Locked-body parameters ``pi = (m, h_x, h_y, h_z, I_xx, I_yy, I_zz, I_xy, I_yz, I_xz)``
 with ``G(pi) = [[I, [h]], [[h]^T, m 1]]`` (``h = m c``, ``I`` about the frame origin).
@@ -16,6 +17,7 @@ is homogeneous in all parameters, so the total mass is given to fix the scale.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -138,7 +140,8 @@ def identify(samples: list[Sample], mass: float, gravity: float,
                                _spin_rows(s, axes)]))
         rhs.append(-y[:, 0] * mass)
     matrix, target = np.vstack(rows), np.concatenate(rhs)
-    solution, *_ = np.linalg.lstsq(matrix, target, rcond=None)
+    # numpy's stubs type linalg results as floating[Any]; float64 inputs give float64.
+    solution = cast(FloatArray, np.linalg.lstsq(matrix, target, rcond=None)[0])
     residual = matrix @ solution - target
     n = axes.shape[0]
     return Identified(
@@ -170,7 +173,7 @@ def identify_rotor_columns(samples: list[Sample], locked_inertia: FloatArray,
 
 @dataclass(frozen=True)
 class RotorParameters:
-    """Physical rotor data recovered from a column (notes §4.3)."""
+    """Physical rotor data recovered from a column (mav-screw-theory.md §4.3)."""
 
     thrust_coefficient: float
     drag_coefficient: float

@@ -1,4 +1,4 @@
-"""The exact tree recursion of the design notes §2.8 for any multirotor.
+"""The exact tree recursion of docs/theory/mav-screw-theory.md §2.8 for any multirotor.
 
 Bodies form a tree: the main body (index 0, integral causality) and children
 (links, rotors) on revolute joints whose trajectories ``(q, dq, ddq)`` are inputs
@@ -24,6 +24,7 @@ about ``spin * thrust_axis``); tilt angles are the link joint angles (rad).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -219,7 +220,8 @@ class TreeModel:
         return ad_kb, ad_kp, twists, bias
 
     def _locked_inertia(self, ad_kb: FloatArray) -> FloatArray:
-        return (np.swapaxes(ad_kb, 1, 2) @ self.inertias @ ad_kb).sum(axis=0)
+        result: FloatArray = (np.swapaxes(ad_kb, 1, 2) @ self.inertias @ ad_kb).sum(axis=0)
+        return result
 
     def evaluate(
         self,
@@ -302,7 +304,8 @@ class TreeModel:
         if self._constant_inertia and self._locked_cache is not None:
             return self._locked_cache
         locked = self._locked_inertia(ad_kb)
-        pair = (locked, np.linalg.inv(locked))
+        # numpy's stubs type linalg results as floating[Any]; a float64 input gives float64.
+        pair = (locked, cast(FloatArray, np.linalg.inv(locked)))
         if self._constant_inertia:
             self._locked_cache = pair
         return pair

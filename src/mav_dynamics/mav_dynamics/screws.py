@@ -21,7 +21,7 @@ def pose(rotation: FloatArray, position: FloatArray) -> FloatArray:
 
 def cross3(a: FloatArray, b: FloatArray) -> FloatArray:
     """Cross product of two 3-vectors as an array (``np.cross`` costs ~30 us on tiny arrays)."""
-    return np.array(scalar.cross(a, b))
+    return np.array(scalar.cross(a.tolist(), b.tolist()))
 
 
 def revolute_screw(axis: FloatArray, point: FloatArray) -> FloatArray:
@@ -33,7 +33,7 @@ def joint_adjoint_terms(screw: FloatArray) -> tuple[FloatArray, FloatArray]:
     """``(ad_S, ad_S^2)`` so that ``Ad_exp(S q) = I + sin q ad_S + (1 - cos q) ad_S^2``.
 
     Valid for a unit revolute screw (|n| = 1, n . v = 0), where ``ad_S^3 = -ad_S``
-    (notes §3.5); a zero screw (fixed joint) gives zeros, i.e. ``Ad = I``.
+    (mav-screw-theory.md §3.5); a zero screw (fixed joint) gives zeros, i.e. ``Ad = I``.
     """
     ad = SE3.ad(screw)
     return ad, ad @ ad

@@ -31,7 +31,7 @@ WING_AXES = "wing"
 def spatial_inertia(mass: float, com: FloatArray, inertia_com: FloatArray) -> FloatArray:
     """6x6 generalised inertia in a frame whose origin is not necessarily the COM.
 
-    ``G = [[I_c - m [c]^2, m [c]], [-m [c], m 1]]`` (design notes §1.5) for twists
+    ``G = [[I_c - m [c]^2, m [c]], [-m [c], m 1]]`` (mav-screw-theory.md §1.5) for twists
     ``(omega, v)``; ``com`` (m) and ``inertia_com`` (kg m^2, about the COM) are in
     that frame's axes.
     """
@@ -59,7 +59,7 @@ class RigidBodyInertia:
 
 @dataclass(frozen=True)
 class BodyDrag:
-    """Placeholder body drag ``W = -D1 V_air - D2 |V_air| * V_air`` (notes §2.3, [X]).
+    """Placeholder body drag ``W = -D1 V_air - D2 |V_air| * V_air`` (mav-screw-theory.md §2.3, [X]).
 
     ``linear`` (N s/m and N m s/rad) and ``quadratic`` (N s^2/m^2, N m s^2/rad^2)
     are the diagonals of D1, D2 for the air-relative body twist ``(omega, v)``.

@@ -33,8 +33,6 @@ from mav_dynamics.vehicle import (
 )
 
 UNIT_TOLERANCE = 1e-6
-VEHICLES_DIR = Path(__file__).resolve().parents[3] / "config" / "vehicles"
-"""The repository's vehicle files (``config/vehicles``), searched after the cwd."""
 SPIN = {"ccw": 1, "cw": -1}
 
 
@@ -94,21 +92,6 @@ class _Fields:
         unknown = sorted(set(self.data) - self.used)
         if unknown:
             raise ValueError(f"{self.field(unknown[0])}: unknown field")
-
-
-def resolve_vehicle_file(name: str | Path) -> Path:
-    """Path of a vehicle file: as given (absolute, or relative to the cwd), else in
-    ``config/vehicles`` of the repository (with or without the ``.yaml`` suffix).
-    Raises ValueError naming every place looked in."""
-    path = Path(name)
-    candidates = [path] if path.is_absolute() else [Path.cwd() / path, VEHICLES_DIR / path]
-    if not path.suffix:
-        candidates.append(VEHICLES_DIR / f"{path}.yaml")
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise ValueError(f"vehicle_file = {str(name)!r}: no such file (looked in "
-                     f"{', '.join(str(c) for c in candidates)})")
 
 
 def _number(value: Any, field: str) -> float:

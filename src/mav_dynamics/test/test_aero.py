@@ -1,4 +1,4 @@
-"""Wing aerodynamics: frame checks of the notes §5.6 / §6 test 24, with the (53) erratum."""
+"""Wing aerodynamics: frame checks of mav-screw-theory.md §5.6 / §6 test 24, (53) erratum."""
 
 from __future__ import annotations
 

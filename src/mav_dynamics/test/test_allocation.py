@@ -53,7 +53,7 @@ def test_feasible_wrench_round_trips_and_uncontrollable_part_is_reported(path: P
 
 
 def test_quadrotor_analytic_inverse_matches() -> None:
-    """Notes §3.3 / test 27 with the §5.6 fixture and (m_x, m_y, m_z, f_z) = (.05,-.03,.01,12)."""
+    """Theory §3.3 / test 27 with the §5.6 fixture and (m_x, m_y, m_z, f_z) = (.05,-.03,.01,12)."""
     params = QuadrotorParameters()
     allocator = ControlAllocator(TreeModel(parse_vehicle(params.vehicle_data())))
     mx, my, mz, fz = 0.05, -0.03, 0.01, 12.0

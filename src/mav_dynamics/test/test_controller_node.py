@@ -28,6 +28,7 @@ from mav_dynamics.model import TreeModel
 from mav_dynamics.ros.controller_node import ControllerNode
 from mav_dynamics.vehicle_file import load_vehicle
 from mav_geometry import quaternion
+from mav_ros_common.parameters import ParameterError
 
 VEHICLES = Path(__file__).resolve().parents[3] / "config" / "vehicles"
 WAIT_S = 10.0  # generous bound on every wait; each wait ends as soon as its condition holds
@@ -192,27 +193,27 @@ def test_at_rest_on_the_reference_it_commands_the_hover_wrench(make_peer, vehicl
 
 
 @pytest.mark.parametrize(("overrides", "expected"), [
-    ({"rate_hz": 5000.0}, r"parameter rate_hz = 5000.0 is invalid: must be a number in "
-                          r"\[1.0, 2000.0\]"),
-    ({"trajectory": "circle"}, r"parameter trajectory = 'circle' is invalid: must be one of "
+    ({"rate_hz": 5000.0}, r"parameter 'rate_hz' = 5000.0 is invalid: must be a number in "
+                          r"\[1.0, 2000.0\] \(Hz\)"),
+    ({"trajectory": "circle"}, r"parameter 'trajectory' = 'circle' is invalid: must be one of "
                                r"\['hover', 'waypoints', 'figure_eight'\]"),
-    ({"odometry_source": 3}, r"parameter odometry_source = 3 is invalid"),
-    ({"waypoints": [0.0, 1.0, 2.0, 3.0]}, r"parameter waypoints = \[0.0, 1.0, 2.0, 3.0\] is "
-                                          r"invalid: must be a list of numbers, a multiple of 3"),
-    ({"figure_eight_center": [1.0]}, r"figure_eight_center = \[1.0\] is invalid: must be a "
-                                     r"list of 2 numbers"),
-    ({"takeoff_duration_s": 0.0}, r"takeoff_duration_s = 0.0 is invalid: must be a number in "
+    ({"odometry_source": 3}, r"parameter 'odometry_source' = 3 is invalid"),
+    ({"waypoints": [0.0, 1.0, 2.0, 3.0]}, r"parameter 'waypoints' = \[0.0, 1.0, 2.0, 3.0\] is "
+                                          r"invalid: must be a list of finite numbers, a "
+                                          r"multiple of 3 long"),
+    ({"figure_eight_center": [1.0]}, r"'figure_eight_center' = \[1.0\] is invalid: must be a "
+                                     r"list of 2 finite numbers"),
+    ({"takeoff_duration_s": 0.0}, r"'takeoff_duration_s' = 0.0 is invalid: must be a number in "
                                   r"\[0.5, 120.0\]"),
-    ({"vehicle_file": "no_such_vehicle"}, r"vehicle_file = 'no_such_vehicle': no such file"),
-    ({"gains.position": [1.0, 1.0, 1.0]}, r"\['gains.velocity', 'gains.attitude', "
-                                          r"'gains.angular_rate'\] are not set"),
-    ({f"gains.{k}": [1.0, 1.0, -2.0] for k in ("position", "velocity", "attitude",
-                                               "angular_rate")},
-     r"gains.position: gains must be > 0, got \[1.0, 1.0, -2.0\]"),
+    ({"vehicle_file": "no_such_vehicle"}, r"'vehicle_file' = 'no_such_vehicle' is invalid: no "
+                                          r"vehicle file 'no_such_vehicle'"),
+    ({"gains.position": [1.0, 1.0, -2.0]},
+     r"'gains.position' = \[1.0, 1.0, -2.0\] is invalid: must be a list of 3 numbers in "
+     r"\[1e-06, 1000000.0\] \(1/s\^2\)"),
 ])
 def test_bad_parameters_are_rejected_with_name_value_and_range(
         context: rclpy.Context, overrides: dict[str, object], expected: str) -> None:
-    with pytest.raises(ValueError, match=expected):
+    with pytest.raises(ParameterError, match=expected):
         ControllerNode(context=context,
                        parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
 
@@ -223,21 +224,46 @@ def test_a_bad_vehicle_file_is_named_with_its_field(context: rclpy.Context,
     data["body"]["mass"] = -1.0
     path = tmp_path / "broken.yaml"
     path.write_text(yaml.safe_dump(data))
-    with pytest.raises(ValueError, match=r"vehicle_file = .*broken.yaml.*body.mass: must be > 0"):
+    with pytest.raises(ParameterError,
+                       match=r"'vehicle_file' = .*broken.yaml.*body.mass: must be > 0"):
         ControllerNode(context=context,
                        parameter_overrides=[Parameter("vehicle_file", value=str(path))])
 
 
-def test_integers_are_accepted_for_numbers_and_parameters_are_read_only(
+def test_gains_override_the_vehicle_files_per_key(context: rclpy.Context,
+                                                  tmp_path: Path) -> None:
+    node = ControllerNode(context=context, parameter_overrides=[
+        Parameter("vehicle_file", value=str(VEHICLES / "quadrotor_x.yaml")),
+        Parameter("gains.velocity", value=[1, 2, 3])])
+    try:
+        file_gains = load_vehicle(VEHICLES / "quadrotor_x.yaml").gains
+        assert node.controller.gains.velocity.tolist() == [1.0, 2.0, 3.0]
+        assert np.array_equal(node.controller.gains.position, file_gains.position)
+    finally:
+        node.destroy_node()
+    # A vehicle without gains needs all four.
+    data = yaml.safe_load((VEHICLES / "quadrotor_x.yaml").read_text())
+    del data["controller"]
+    path = tmp_path / "no_gains.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ParameterError, match=r"\['gains.velocity', 'gains.attitude', "
+                                             r"'gains.angular_rate'\] are not set"):
+        ControllerNode(context=context, parameter_overrides=[
+            Parameter("vehicle_file", value=str(path)),
+            Parameter("gains.position", value=[1.0, 1.0, 1.0])])
+
+
+def test_integers_are_accepted_for_numbers_and_structural_parameters_are_read_only(
         context: rclpy.Context) -> None:
     node = ControllerNode(context=context, parameter_overrides=[
         Parameter("rate_hz", value=50), Parameter("hover_position", value=[0, 0, 2])])
     try:
-        assert node.settings.values["rate_hz"] == 50.0
-        assert node.settings.values["hover_position"] == [0.0, 0.0, 2.0]
-        # Read once at start-up: a later change would silently do nothing, so it is refused.
+        assert node.parameters["rate_hz"] == 50.0
+        assert node.parameters["hover_position"] == (0.0, 0.0, 2.0)
+        # The control timer is built from it: a change is refused, with rclpy's reason.
         result = node.set_parameters([Parameter("rate_hz", value=20.0)])[0]
         assert not result.successful
+        assert result.reason == "Trying to set a read-only parameter: rate_hz."
         assert node.get_parameter("rate_hz").value == 50
     finally:
         node.destroy_node()
@@ -313,6 +339,40 @@ def test_setpoint_moves_the_reference_smoothly_to_a_hover_there(make_peer) -> No
     final = peer.references[-1].twist.twist.linear
     assert [final.x, final.y, final.z] == pytest.approx([0.0, 0.0, 0.0])
     peer.spin_until(lambda: peer.status_value("trajectory") == "setpoint", "the new plan name")
+
+
+def test_a_plan_change_in_flight_moves_smoothly_to_the_new_plan(make_peer) -> None:
+    peer = make_peer(trajectory="hover", hover_position=HOVER_POINT, takeoff_delay_s=0.0,
+                     takeoff_duration_s=0.5, speed_mps=5.0)
+    peer.wait_for_subscribers()
+    peer.send_odometry(HOVER_POINT)
+    peer.spin_until(lambda: len(peer.references) >= 1, "a reference")
+    gains = peer.controller.controller.gains
+    start = len(peer.references)
+    changes = [Parameter("hover_position", value=[1.0, 2.0, 4.0]),
+               Parameter("gains.position", value=[1.0, 2.0, 3.0])]
+    assert all(r.successful for r in peer.controller.set_parameters(changes))
+    assert peer.controller.controller.gains.position.tolist() == [1.0, 2.0, 3.0]
+    assert np.array_equal(peer.controller.controller.gains.velocity, gains.velocity)
+
+    def arrived() -> bool:
+        p = peer.references[-1].pose.pose.position
+        return abs(p.z - 4.0) < 1e-9 and len(peer.references) > start
+
+    peer.spin_until(arrived, "the reference at the new hover point")
+    heights = [r.pose.pose.position.z for r in peer.references[start:]]
+    assert np.all(np.diff(heights) >= -1e-12)
+    assert max(np.diff(heights)) < 0.2                         # a move, not a jump
+    # A parameter of a trajectory not flown is kept for later and moves nothing.
+    assert peer.controller.set_parameters([Parameter("figure_eight_size_m", value=3.0)])[0] \
+        .successful
+    count = len(peer.references)
+    peer.spin_until(lambda: len(peer.references) >= count + 5, "references after it")
+    assert all(r.pose.pose.position.z == pytest.approx(4.0) for r in peer.references[count:])
+    # Choosing the figure-eight flies to its start, then along it.
+    assert peer.controller.set_parameters([Parameter("trajectory", value="figure_eight")])[0] \
+        .successful
+    peer.spin_until(lambda: peer.status_value("trajectory") == "figure_eight", "the new plan")
 
 
 def test_takeoff_starts_from_the_latest_odometry_and_climbs_to_an_early_setpoint(
@@ -441,7 +501,7 @@ def test_the_shipped_parameter_file_holds_only_declared_parameters(context: rclp
         for name, value in values.items():
             assert node.has_parameter(name), name
             assert node.get_parameter(name).value == pytest.approx(value), name
-        assert node.settings.values["trajectory"] == "figure_eight"
+        assert node.parameters["trajectory"] == "figure_eight"
         assert node.odometry_topic == "trident_ekf/odometry"
     finally:
         node.destroy_node()

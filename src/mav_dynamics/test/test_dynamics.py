@@ -1,4 +1,4 @@
-"""The tree recursion against the paper's closed forms and the notes' validation list (§6)."""
+"""The tree recursion against the paper's closed forms and mav-screw-theory.md §6 (tests)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Screw-theory identities of the design notes §6, tests 3-6 (and §3.5, §4.2 item 4)."""
+"""Screw-theory identities of mav-screw-theory.md §6, tests 3-6 (and §3.5, §4.2 item 4)."""
 
 from __future__ import annotations
 

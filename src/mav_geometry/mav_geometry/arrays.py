@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TypeAlias
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 FloatArray: TypeAlias = NDArray[np.float64]
+FloatVector: TypeAlias = Sequence[float] | FloatArray
+"""A vector as Python floats or a float array: for code that reads it element by element."""
 
 
 def as_float_array(value: ArrayLike, trailing: tuple[int, ...], name: str) -> FloatArray:

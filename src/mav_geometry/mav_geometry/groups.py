@@ -3,7 +3,7 @@
 Each is SE_K(3), a rotation with K translation-like columns: elements are
 (3+K)x(3+K) matrices ``[[R, t_1 .. t_K], [0, I_K]]`` and tangent vectors are
 ``(phi, tau_1, .., tau_K)``, rotation first (the screw order ``(omega, v)`` of
-CONVENTIONS.md).
+docs/conventions.md).
 
 - ``SO3`` (K=0): rotation matrices, tangent ``phi`` (rad).
 - ``SE3`` (K=1): poses ``[[R, t], [0, 1]]``, tangent twists ``(omega, v)``

@@ -28,11 +28,12 @@ from sensor_msgs.msg import Imu, NavSatFix, NavSatStatus
 from tf2_msgs.msg import TFMessage
 
 from mav_geometry import quaternion
+from mav_ros_common.parameters import ParameterError
+from mav_ros_common.stamps import from_ns as time_message
 from trident_ekf.core.earth import ecef_to_geodetic
 from trident_ekf.core.simulation import SensorModel, Trajectory, simulate
-from trident_ekf.ros.convert import time_message
 from trident_ekf.ros.estimator_node import EstimatorNode, main
-from trident_ekf.ros.parameters import SPECS, ParameterError
+from trident_ekf.ros.parameters import SPECS
 
 CONFIG = Path(__file__).resolve().parents[3] / "config" / "estimator.yaml"
 DATUM = (47.3977, 8.5456, 488.0)
@@ -326,20 +327,33 @@ def test_parameter_file_declares_every_key(context):
 
 
 @pytest.mark.parametrize(("name", "value", "message"), [
-    ("gyro_noise", -1.0, "parameter 'gyro_noise'.*-1.0.*allowed \\[1e-12, 1.0\\]"),
+    ("gyro_noise", -1.0, "parameter 'gyro_noise' = -1.0 is invalid: must be a number in "
+                         "\\[1e-12, 1.0\\] \\(rad/s/sqrt\\(Hz\\)\\)"),
     ("filter", "kalman", "parameter 'filter' = 'kalman'.*one of \\['baseline', 'trident'\\]"),
-    ("output_rate_hz", 1, "parameter 'output_rate_hz'.*INTEGER.*DOUBLE"),
+    ("output_rate_hz", "fast", "parameter 'output_rate_hz' = 'fast' is invalid"),
+    ("covariance_decimation", 2.0, "parameter 'covariance_decimation' = 2.0.*an integer in"),
     ("datum_latitude_deg", 47.0, "parameter 'datum_longitude_deg' = nan.*all three set"),
     ("imu_rotation_xyzw", [0.0, 0.0, 0.5, 0.5], "'imu_rotation_xyzw'.*unit quaternion"),
     ("use_magnetometer", True, "'magnetic_field_ned' = \\[0.0, 0.0, 0.0\\].*non-zero"),
-    ("lever_arm", [0.1, 0.2], "'lever_arm' = \\[0.1, 0.2\\].*3 finite numbers"),
+    ("lever_arm", [0.1, 0.2], "'lever_arm' = \\[0.1, 0.2\\].*a list of 3 finite numbers"),
 ])
 def test_bad_parameters_stop_the_node_with_a_clear_message(context, name, value, message):
     with pytest.raises(ParameterError, match=message):
         EstimatorNode(context=context, parameter_overrides=[Parameter(name, value=value)])
 
 
-def test_main_reports_a_bad_parameter_and_exits_with_1(context, capsys):
+def test_main_reports_a_bad_parameter_and_exits_with_2(context, capsys):
     arguments = ["estimator_node", "--ros-args", "-p", "filter:=kalman"]
-    assert main(arguments) == 1
-    assert "parameter 'filter' = 'kalman' is invalid" in capsys.readouterr().err
+    assert main(arguments) == 2
+    assert ("trident_ekf: parameter 'filter' = 'kalman' is invalid"
+            in capsys.readouterr().err)
+
+
+def test_integers_are_accepted_for_numbers(context):
+    node = EstimatorNode(context=context, parameter_overrides=[
+        Parameter("output_rate_hz", value=50), Parameter("lever_arm", value=[0, 0, 1])])
+    try:
+        assert node.parameters["output_rate_hz"] == 50.0
+        assert node.session.filter.config.lever_arm == (0.0, 0.0, 1.0)
+    finally:
+        node.destroy_node()

@@ -1,4 +1,4 @@
-"""Closed-loop behaviour on simulated white-noise data with known truth (notes T5-T9)."""
+"""Closed-loop behaviour on simulated white-noise data with known truth (trident-ekf.md T5-T9)."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_yaw_is_not_observable_in_hover_and_converges_after_manoeuvres(cls):
     hover = result["time"] < 30.0
     late = result["time"] > 80.0
     # In hover the z-gyro bias is unobservable and yaw keeps a large sigma (it shrinks
-    # somewhat: the known false observability of a body-frame attitude error, notes 11.5).
+    # somewhat: the known false observability of a body-frame attitude error, trident-ekf.md §11.5).
     gyro_z_sigma = result["sigma"][:, 11]
     assert gyro_z_sigma[hover].min() > 0.9 * gyro_z_sigma[0]
     assert yaw_sigma[hover].min() > 10.0

@@ -1,6 +1,6 @@
 """F and H (GNSS, magnetometer, barometer) of both filters against finite differences of the
-actual discrete propagation and measurement functions (notes T4): the corrected F_L passes,
-the printed one fails."""
+actual discrete propagation and measurement functions (docs/theory/trident-ekf.md T4): the
+corrected F_L passes, the printed one fails."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def test_gnss_jacobian_with_lever_arm_matches_finite_differences(cls):
 @pytest.mark.parametrize("cls", FILTERS)
 @pytest.mark.parametrize("model", ["_magnetometer_model", "_barometer_model"])
 def test_magnetometer_and_barometer_jacobians_match_finite_differences(cls, model):
-    """Notes 5.11 rows for the trident filter; for the baseline the same magnetometer row
+    """trident-ekf.md §5.11 rows for the trident filter; for the baseline the same magnetometer row
     (same attitude error) and the barometer row +u_up^T on p_hat - p."""
     estimate = _estimate(cls)
     _, H = getattr(estimate, model)()

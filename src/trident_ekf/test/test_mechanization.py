@@ -1,4 +1,4 @@
-"""Earth model, kinematics (18)-(20), pure-INS drift and integrator order (notes T1-T3)."""
+"""Earth model, kinematics (18)-(20), pure-INS drift and integrator order (trident-ekf.md T1-T3)."""
 
 from __future__ import annotations
 

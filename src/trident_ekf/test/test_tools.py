@@ -1,19 +1,30 @@
-"""trident-import and trident-replay end to end on the 31 s PX4 SITL ULog in ../shared/data."""
+"""trident-import and trident-replay end to end on the 31 s PX4 SITL ULog of the repository's
+data/ (see data/README.md); their output bags (rosbag2 layout, no silent overwrite) and the
+diagnostics topic they share with the live estimator node."""
 
 from __future__ import annotations
 
 import json
+import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+import rclpy
+import yaml
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.context import Context
+from rosbags.highlevel import AnyReader
 
+from mav_ros_common.diagnostics import DIAGNOSTICS_TOPIC as DIAGNOSTICS
 from trident_ekf.core.earth import ecef_to_enu, geodetic_to_ecef
+from trident_ekf.ros.estimator_node import EstimatorNode
 from trident_ekf.tools import bagio, cdr, import_cli, replay
 from trident_ekf.tools.flightlog import read_log
 from trident_ekf.tools.frames import attitude_ned_frd_to_enu_flu, euler_enu
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[3] / "data"
 ULOG = DATA / "px4_sitl" / "sample_px4_events.ulg"
 
 
@@ -74,7 +85,8 @@ def test_replay_tracks_the_autopilot_and_writes_bag_and_report(imported, tmp_pat
         assert (report / name).stat().st_size > 0
     counts = bagio.topic_counts(output)
     assert counts["/trident_ekf/odometry"] > 500
-    assert counts["/trident_ekf/diagnostics"] == summary["nis_epochs"]
+    assert counts[DIAGNOSTICS] == summary["nis_epochs"]
+    assert [topic for topic in counts if "diagnostics" in topic] == [DIAGNOSTICS]
     odometry = next(m for _, _, m in bagio.read_messages(output, ["/trident_ekf/odometry"]))
     covariance = np.asarray(odometry.pose.covariance).reshape(6, 6)
     assert np.all(np.diag(covariance) > 0.0)
@@ -152,3 +164,114 @@ def test_replay_of_the_manoeuvring_px4_sitl_log_meets_the_attitude_targets(tmp_p
     assert summary["rmse_yaw_deg"] > 20.0  # wrong while hovering: not observable
     assert summary["rmse_yaw_deg_last_fifth"] < 3.0
     assert summary["rmse_position_m"] < 2.5
+
+
+# ----- output bags: rosbag2 layout, no silent overwrite ------------------------------------
+def _bag_files(directory: Path) -> set[str]:
+    return {path.name for path in directory.iterdir()}
+
+
+def test_import_writes_the_rosbag2_layout_and_strips_an_mcap_suffix(tmp_path, capsys):
+    """``--output flight.mcap`` makes flight/flight_0.mcap + flight/metadata.yaml (as
+    ``ros2 bag record`` would), says so, and rosbags' AnyReader reads it back."""
+    assert import_cli.main([str(ULOG), "--output", str(tmp_path / "flight.mcap")]) == 0
+    assert "writing " + str(tmp_path / "flight") in capsys.readouterr().err
+    bag = tmp_path / "flight"
+    assert _bag_files(tmp_path) == {"flight"}  # no flight.mcap, no staging left over
+    assert _bag_files(bag) == {"flight_0.mcap", "metadata.yaml"}
+    metadata = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert metadata["storage_identifier"] == "mcap"
+    assert metadata["relative_file_paths"] == ["flight_0.mcap"]
+    with AnyReader([bag], default_typestore=bagio.TYPESTORE) as reader:
+        counts = {c.topic: c.msgcount for c in reader.connections}
+        assert counts["/imu/data"] == 7783
+        connection = next(c for c in reader.connections if c.topic == "/gnss/fix")
+        _, _, raw = next(reader.messages(connections=[connection]))
+        fix = reader.deserialize(raw, connection.msgtype)
+    assert fix.latitude == pytest.approx(47.3977, abs=1e-3)  # PX4 SITL home, Zurich
+    # trident-replay takes the bag by the name it was asked for, or by its MCAP file.
+    for name in ("flight.mcap", "flight/flight_0.mcap"):
+        args = replay.parse_args([str(tmp_path / name)])
+        assert args.bag == bag
+
+
+def test_import_refuses_an_existing_output_with_exit_2(tmp_path, capsys):
+    existing = tmp_path / "bag"
+    existing.mkdir()
+    (existing / "metadata.yaml").write_text("kept\n")
+    assert import_cli.main([str(ULOG), "--output", str(existing)]) == 2
+    error = capsys.readouterr().err
+    assert "already exists" in error
+    assert "--force" in error
+    assert (existing / "metadata.yaml").read_text() == "kept\n"
+    # --force never deletes what is not a bag (no metadata.yaml, not empty).
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "todo.txt").write_text("mine\n")
+    assert import_cli.main([str(ULOG), "--output", str(other), "--force"]) == 2
+    assert "not a rosbag2 directory" in capsys.readouterr().err
+    assert (other / "todo.txt").read_text() == "mine\n"
+    # trident-replay's --output follows the same rule (argparse usage error: exit 2).
+    with pytest.raises(SystemExit) as exit_info:
+        replay.parse_args([str(tmp_path), "--output", str(existing)])
+    assert exit_info.value.code == 2
+    assert "already exists" in capsys.readouterr().err
+
+
+def test_import_with_force_replaces_an_existing_bag(tmp_path):
+    bag = tmp_path / "bag"
+    log = DATA / "px4_sitl" / "test_replay_data_iris_gps.csv"
+    assert import_cli.main([str(log), "--output", str(bag)]) == 0
+    (bag / "stale.txt").write_text("from the previous run\n")
+    assert import_cli.main([str(ULOG), "--output", str(bag), "--force"]) == 0
+    assert _bag_files(bag) == {"bag_0.mcap", "metadata.yaml"}
+    assert bagio.topic_counts(bag)["/imu/data"] == 7783  # the ULog's, not the CSV's
+    assert _bag_files(tmp_path) == {"bag"}  # the old bag and the staging are gone
+    assert import_cli.main([str(ULOG), "--output", str(tmp_path / "empty"), "--force"]) == 0
+
+
+def test_a_failed_import_or_write_leaves_no_partial_bag(tmp_path, capsys):
+    log = tmp_path / "test_replay_data_broken.csv"
+    log.write_text("4000,baro,1.0\n")  # neither imu nor gps rows
+    assert import_cli.main([str(log), "--output", str(tmp_path / "bag")]) == 1
+    assert "no imu or gps rows" in capsys.readouterr().err
+    # An error in the middle of writing discards the staged bag and keeps the old one.
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "metadata.yaml").write_text("kept\n")
+    def interrupted_write() -> None:
+        with bagio.BagWriter(old, overwrite=True) as writer:
+            writer.write("/imu/data", bagio.IMU, 1,
+                         bagio.imu_message(1, (0, 0, 0), (0, 0, 9.8)))
+            raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError, match="interrupted"):
+        interrupted_write()
+    assert _bag_files(tmp_path) == {log.name, "old"}
+    assert _bag_files(old) == {"metadata.yaml"}
+
+
+# ----- diagnostics: trident-replay writes where the live node publishes --------------------
+@pytest.fixture
+def estimator_node() -> Iterator[EstimatorNode]:
+    """The live node with its default parameters, in a private rclpy context on a random
+    localhost-only DDS domain (nothing is exchanged: only its publishers are inspected)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 232)))
+        patch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        patch.delenv("ROS_STATIC_PEERS", raising=False)
+        context = Context()
+        rclpy.init(context=context)
+        node = EstimatorNode(context=context)
+        try:
+            yield node
+        finally:
+            node.destroy_node()
+            rclpy.try_shutdown(context=context)
+
+
+def test_replay_diagnostics_topic_is_the_live_nodes(estimator_node):
+    published = {publisher.topic_name for publisher in estimator_node.publishers
+                 if publisher.msg_type is DiagnosticArray}
+    assert published == {DIAGNOSTICS}
+    assert replay.DIAGNOSTICS_TOPIC is DIAGNOSTICS

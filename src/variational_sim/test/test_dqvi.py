@@ -1,6 +1,6 @@
 """Verification of the DQVI against closed forms, invariants and an ODE reference.
 
-Fixtures and expectations: shared/design/papers/dqvi-rigid-body.md section 4 (T-numbers).
+Fixtures and expectations: docs/theory/dqvi.md §4 (T-numbers).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def test_discrete_legendre_transforms_are_derivatives_of_the_discrete_lagrangian
     for i, e in enumerate(np.eye(6)):
         plus = lagrangian(start.pose, DUAL.multiply(end.pose, DUAL.exp(delta * e)))
         minus = lagrangian(start.pose, DUAL.multiply(end.pose, DUAL.exp(-delta * e)))
-        # exp(delta e) = 1 + delta/2 e: the notes' variation 1/2 q eta with eta = delta e
+        # exp(delta e) = 1 + delta/2 e: the variation 1/2 q eta of docs/theory/dqvi.md §2.3
         derivative = (plus - minus) / (2 * delta)
         assert derivative == pytest.approx(end.momentum[i], rel=1e-7, abs=1e-8)
 
@@ -249,7 +249,7 @@ def test_moving_the_reference_point_gives_the_same_trajectory(gravity, h, steps)
     """T10: simulate about O and about the CoM; q_O g = q_C at every node to round-off.
 
     With gravity the run stays short: the falling body's speed raises the coupling
-    number (the notes' 400 steps at h = 0.05 reach about 200 m/s and Newton fails).
+    number (400 steps at h = 0.05 reach about 200 m/s and Newton fails; dqvi.md §4, T10).
     """
     body = generic_body(gravity)
     com_body = body.moved_to_com()

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from mav_geometry import quaternion as Q
+from variational_sim.experiments.common import fly_hopper
 from variational_sim.multibody.discrete import body_rates, relative_rotation
 from variational_sim.multibody.forces import couple_matrix
-from variational_sim.multibody.hopper import load_hopper, nominal_configuration
+from variational_sim.multibody.hopper import nominal_configuration
 from variational_sim.multibody.integrator import VariationalMultibody
 from variational_sim.multibody.kinematics import body_velocities
 
@@ -16,7 +17,7 @@ STEP = 0.001
 
 def _spinning_leg(gravity: np.ndarray) -> tuple[VariationalMultibody, object]:
     """Floating hopper in motor-command mode, tumbling, with the hips spinning."""
-    hopper = load_hopper().with_gravity(gravity)
+    hopper = fly_hopper().with_gravity(gravity)
     positions, quaternions = nominal_configuration(hopper)
     velocities = body_velocities(hopper, positions, quaternions,
                                  np.array([0.0, 0.4, 0.0, 0.1, 0.0, 0.2]),

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from mav_geometry import quaternion as Q
+from variational_sim.experiments.common import fly_hopper
 from variational_sim.multibody import batched
 from variational_sim.multibody.constraints import ConstraintSet
 from variational_sim.multibody.contact import ContactVariationalMultibody
-from variational_sim.multibody.hopper import load_hopper, with_vertical_guide
+from variational_sim.multibody.hopper import with_vertical_guide
 
 
 def _quaternions(rng: np.random.Generator, count: int) -> np.ndarray:
@@ -45,7 +46,7 @@ def test_skew_applies_the_cross_product() -> None:
 
 
 def test_remembered_evaluations_are_read_only_and_follow_the_configuration() -> None:
-    hopper = with_vertical_guide(load_hopper())
+    hopper = with_vertical_guide(fly_hopper())
     constraints = ConstraintSet(hopper)
     integrator = ContactVariationalMultibody(hopper, 0.001)
     rng = np.random.default_rng(3)

@@ -11,9 +11,9 @@ import pytest
 from scipy.special import ellipk
 
 from mav_geometry import quaternion as Q
+from variational_sim.experiments.common import fly_hopper
 from variational_sim.multibody.constraints import ConstraintSet
 from variational_sim.multibody.hopper import (
-    load_hopper,
     nominal_configuration,
     with_welded_base,
 )
@@ -104,7 +104,7 @@ def test_energy_of_a_long_passive_swing_is_bounded_without_drift() -> None:
 @pytest.fixture(scope="module")
 def welded_runs() -> dict[float, tuple[list[float], list[float], list[float]]]:
     """Welded-base passive hopper from the nominal pose: energies, violations, identity."""
-    hopper = with_welded_base(load_hopper())
+    hopper = with_welded_base(fly_hopper())
     positions, quaternions = nominal_configuration(hopper)
     runs = {}
     for step in (0.01, 0.005):
@@ -140,7 +140,7 @@ def test_passive_leg_energy_error_is_second_order(welded_runs) -> None:
 
 
 def test_actuated_floating_hopper_conserves_momentum_in_zero_gravity() -> None:
-    hopper = load_hopper().with_gravity(np.zeros(3))
+    hopper = fly_hopper().with_gravity(np.zeros(3))
     positions, quaternions = nominal_configuration(hopper)
     velocities = body_velocities(hopper, positions, quaternions,
                                  np.array([0.3, -0.5, 0.2, 0.1, 0.2, -0.3]), {})

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from mav_geometry import quaternion as Q
+from variational_sim.experiments.common import fly_hopper
 from variational_sim.minimal.planar_loop import PlanarLoopModel
 from variational_sim.multibody.constraints import ConstraintSet
 from variational_sim.multibody.contact import ContactVariationalMultibody
@@ -18,7 +19,7 @@ from variational_sim.multibody.discrete import (
     relative_rotation,
     start_momentum_jacobian,
 )
-from variational_sim.multibody.hopper import load_hopper, with_welded_base
+from variational_sim.multibody.hopper import with_welded_base
 from variational_sim.multibody.mechanism import WORLD, Body, Joint, Mechanism
 
 EPS = 1e-6
@@ -72,7 +73,7 @@ def _test_mechanism() -> Mechanism:
     return Mechanism("test", (body("a"), body("b"), body("c")), joints)
 
 
-@pytest.mark.parametrize("mechanism", [_test_mechanism(), with_welded_base(load_hopper())],
+@pytest.mark.parametrize("mechanism", [_test_mechanism(), with_welded_base(fly_hopper())],
                          ids=["all-joint-kinds", "welded-hopper"])
 def test_constraint_jacobian_matches_finite_differences(mechanism: Mechanism) -> None:
     constraints = ConstraintSet(mechanism)
@@ -135,7 +136,7 @@ def test_newton_block_is_the_derivative_of_the_start_momentum() -> None:
 
 
 def test_contact_centre_jacobian_matches_finite_differences() -> None:
-    hopper = load_hopper()
+    hopper = fly_hopper()
     integrator = ContactVariationalMultibody(hopper, 0.001)
     positions, quaternions = _random_configuration(np.random.default_rng(2), 5)
     _, analytic = integrator.centres(positions, quaternions)
@@ -145,7 +146,7 @@ def test_contact_centre_jacobian_matches_finite_differences() -> None:
 
 
 def test_minimal_loop_jacobian_and_bias_match_finite_differences() -> None:
-    model = PlanarLoopModel(with_welded_base(load_hopper()))
+    model = PlanarLoopModel(with_welded_base(fly_hopper()))
     rng = np.random.default_rng(4)
     q, qdot = rng.normal(size=4), rng.normal(size=4)
     _, d, bias = model.constraint(q, qdot)

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
+from variational_sim.experiments.common import fly_hopper
 from variational_sim.minimal.planar_loop import BaumgarteRK4, PlanarLoopModel, PlanarState
 from variational_sim.multibody.hopper import (
     LEG_JOINTS,
     NOMINAL_ANGLES_DEG,
-    load_hopper,
     nominal_configuration,
     with_welded_base,
 )
@@ -23,7 +23,7 @@ Q0 = np.radians([NOMINAL_ANGLES_DEG[name] for name in LEG_JOINTS])
 
 @pytest.fixture(scope="module")
 def model() -> PlanarLoopModel:
-    return PlanarLoopModel(with_welded_base(load_hopper()))
+    return PlanarLoopModel(with_welded_base(fly_hopper()))
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def test_rk4_baumgarte_stays_close_over_the_horizon(model: PlanarLoopModel, refe
 
 
 def test_maximal_model_converges_at_second_order(reference) -> None:
-    hopper = with_welded_base(load_hopper())
+    hopper = with_welded_base(fly_hopper())
     positions, quaternions = nominal_configuration(hopper)
     errors = []
     for step in (0.01, 0.005, 0.0025):

@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from mav_geometry import quaternion as Q
+from mav_ros_common.resources import find_named_file
+from variational_sim.experiments.common import fly_hopper
 from variational_sim.multibody.constraints import ConstraintSet
 from variational_sim.multibody.hopper import (
-    HOPPER_FILE,
-    load_hopper,
     nominal_configuration,
     with_welded_base,
 )
@@ -28,12 +28,12 @@ from variational_sim.multibody.mechanism import Actuator
 
 @pytest.fixture(scope="module")
 def document() -> dict:
-    with open(HOPPER_FILE, encoding="utf-8") as stream:
+    with open(find_named_file("fly_hopper", "robots"), encoding="utf-8") as stream:
         return yaml.safe_load(stream)
 
 
 def test_hopper_file_has_the_notes_parameters() -> None:
-    hopper = load_hopper()
+    hopper = fly_hopper()
     assert [body.name for body in hopper.bodies] == ["base", "link0", "link1", "link2", "link3"]
     assert hopper.masses.sum() == pytest.approx(7.7248, abs=1e-4)
     assert hopper.inertias[3, 1, 1] == pytest.approx(3.02324068012293e-04)
@@ -75,7 +75,7 @@ def test_loader_reports_missing_fields(document: dict) -> None:
 
 
 def test_forward_kinematics_closes_the_loop_and_reproduces_the_angles() -> None:
-    hopper = load_hopper()
+    hopper = fly_hopper()
     positions, quaternions = nominal_configuration(hopper)
     values, _ = ConstraintSet(hopper).evaluate(positions, quaternions)
     assert np.max(np.abs(values)) < 1e-15
@@ -84,7 +84,7 @@ def test_forward_kinematics_closes_the_loop_and_reproduces_the_angles() -> None:
 
 
 def test_foot_clearance_at_the_nominal_pose_matches_a_hand_computation() -> None:
-    hopper = load_hopper()
+    hopper = fly_hopper()
     positions, quaternions = nominal_configuration(hopper)
     foot = hopper.contacts[0]
     centre = positions[4] + Q.rotate(quaternions[4], foot.point)
@@ -97,7 +97,7 @@ def test_foot_clearance_at_the_nominal_pose_matches_a_hand_computation() -> None
 
 
 def test_full_constraint_sets_have_full_rank() -> None:
-    hopper = load_hopper()
+    hopper = fly_hopper()
     positions, quaternions = nominal_configuration(hopper)
     for mechanism, rows in ((hopper, 22), (with_welded_base(hopper), 28)):
         _, jacobian = ConstraintSet(mechanism).evaluate(positions, quaternions)
@@ -116,7 +116,7 @@ def test_the_papers_23_row_set_is_rejected_as_rank_deficient(document: dict) -> 
 
 
 def test_initial_velocities_satisfy_the_velocity_constraints() -> None:
-    hopper = load_hopper()
+    hopper = fly_hopper()
     positions, quaternions = nominal_configuration(hopper)
     velocities = body_velocities(hopper, positions, quaternions,
                                  np.array([0.1, 0.2, -0.3, 0.5, 0.0, 1.0]),

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from variational_sim.experiments import drop_test
-from variational_sim.experiments.common import hold_commands
+from variational_sim.experiments.common import fly_hopper, hold_commands
 from variational_sim.multibody.contact import (
     PAIRS,
     ContactVariationalMultibody,
@@ -15,7 +15,6 @@ from variational_sim.multibody.contact import (
 )
 from variational_sim.multibody.hopper import (
     NOMINAL_ANGLES_DEG,
-    load_hopper,
     nominal_configuration,
     with_vertical_guide,
 )
@@ -27,7 +26,7 @@ DROP_STEP, DROP_STEPS = 0.002, 160  # 0.32 s: flight, impact at about 0.2 s, com
 
 def _drop(options: InteriorPointOptions) -> tuple[list, list[int]]:
     """The drop test's first ``DROP_STEPS`` steps: states and solver iterations per step."""
-    hopper = with_vertical_guide(load_hopper())
+    hopper = with_vertical_guide(fly_hopper())
     integrator = ContactVariationalMultibody(hopper, DROP_STEP, motor_commands=True,
                                              speed_feedback=drop_test.SPEED_FEEDBACK,
                                              options=options)

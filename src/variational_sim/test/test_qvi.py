@@ -1,6 +1,6 @@
 """Verification of the left-rectangle and midpoint QVIs.
 
-Fixtures and expectations: shared/design/papers/qvi-morphing-uav.md sections 7-8.
+Fixtures and expectations: docs/theory/qvi.md §7-§8 (errata: §9).
 """
 
 from __future__ import annotations

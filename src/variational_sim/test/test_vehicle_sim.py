@@ -13,19 +13,16 @@ import yaml
 from mav_dynamics.aero import body_drag_wrench
 from mav_dynamics.allocation import allocation_matrix
 from mav_dynamics.model import TreeModel
-from mav_dynamics.vehicle_file import (
-    VEHICLES_DIR,
-    load_vehicle,
-    parse_vehicle,
-    resolve_vehicle_file,
-)
+from mav_dynamics.vehicle_file import load_vehicle, parse_vehicle
 from mav_geometry import quaternion as Q
+from mav_ros_common.resources import find_named_file
 from variational_sim.sensors.gnss import GnssConfig
 from variational_sim.vehicle_sim.plant import STANDARD_GRAVITY, AllocationMatrix, MultirotorPlant
 from variational_sim.vehicle_sim.simulator import SimulatorConfig, VehicleSimulator
 
-QUADROTOR = VEHICLES_DIR / "quadrotor_x.yaml"
-TILTING = VEHICLES_DIR / "tilting_quadrotor.yaml"
+# The installed vehicle files, found as the nodes find them.
+QUADROTOR = find_named_file("quadrotor_x", "vehicles")
+TILTING = find_named_file("tilting_quadrotor", "vehicles")
 H = 1e-3
 
 
@@ -246,18 +243,7 @@ def test_invalid_commands_are_rejected_and_counted_clamped_ones_counted():
 ])
 def test_bad_configuration_raises_a_clear_error(field, value, match):
     with pytest.raises(ValueError, match=match):
-        SimulatorConfig(**{field: value})
-
-
-def test_vehicle_files_resolve_against_cwd_then_the_repository(tmp_path, monkeypatch):
-    assert resolve_vehicle_file("quadrotor_x") == QUADROTOR
-    assert resolve_vehicle_file("quadrotor_x.yaml") == QUADROTOR
-    local = tmp_path / "quadrotor_x.yaml"
-    local.write_text(QUADROTOR.read_text())
-    monkeypatch.chdir(tmp_path)
-    assert resolve_vehicle_file("quadrotor_x.yaml") == local
-    with pytest.raises(ValueError, match=r"vehicle_file = 'nope\.yaml': no such file"):
-        resolve_vehicle_file("nope.yaml")
+        SimulatorConfig(vehicle_file=str(QUADROTOR), **{field: value})
 
 
 def test_rotor_frames_follow_the_vehicle_file_and_the_tilt():
@@ -274,7 +260,8 @@ def test_rotor_frames_follow_the_vehicle_file_and_the_tilt():
 
 
 def test_wing_and_drag_work_enter_the_energy_balance():
-    plant = MultirotorPlant(load_vehicle(VEHICLES_DIR / "quadrotor_two_wings.yaml"), "dqvi", H)
+    two_wings = load_vehicle(find_named_file("quadrotor_two_wings", "vehicles"))
+    plant = MultirotorPlant(two_wings, "dqvi", H)
     plant.reset((0.0, 0.0, 30.0), twist=(0.0, 0.0, 0.0, 12.0, 0.0, 0.0))
     start_energy = plant.body.energy(plant.state)
     speed = hover_speed(plant)
@@ -290,7 +277,7 @@ def test_wing_and_drag_work_enter_the_energy_balance():
 
 @pytest.mark.parametrize("name", ["tilting_quadrotor", "quadrotor_four_tilting_wings"])
 def test_closed_form_allocation_matches_the_tree_model_at_any_tilt(name):
-    model = TreeModel(load_vehicle(VEHICLES_DIR / f"{name}.yaml"))
+    model = TreeModel(load_vehicle(find_named_file(name, "vehicles")))
     closed_form = AllocationMatrix(model)
     rng = np.random.default_rng(7)
     for _ in range(5):

@@ -21,6 +21,15 @@ the reference body frame ``base_link_reference``); ``/diagnostics`` (status ``co
 - Stale odometry (older than ``odometry_timeout_s``): the controller keeps flying on the
   last accepted odometry as it is (no extrapolation, the plan goes on) and reports ERROR;
   a multirotor has no safe open-loop command, so the node makes the fault loud instead.
+
+Run-time parameter changes (``ros2 param set``; which ones are read-only: ``parameters``):
+``gains.*`` replace the controller's gains from the next tick (an unset key keeps the
+vehicle file's); a change of ``trajectory`` or of the chosen trajectory's parameters
+rebuilds the mission and, once flying, flies a minimum-jerk move from the current
+reference to the new mission's start (like a setpoint, which it replaces), then the mission;
+before the take-off the climb goes to the new mission. The other parameters of other
+trajectories are kept for when they are chosen. ``speed_mps``, ``odometry_timeout_s``,
+``telemetry_rate_hz`` and ``diagnostics_period_s`` hold from the next tick.
 """
 
 from __future__ import annotations
@@ -28,23 +37,28 @@ from __future__ import annotations
 import math
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import PoseStamped, WrenchStamped
 from nav_msgs.msg import Odometry
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
-from rclpy.qos import QoSProfile
 from sensor_msgs.msg import JointState
 
 from mav_dynamics.allocation import AllocationStatus, ControlAllocator
 from mav_dynamics.controller import ControlOutput, TrackingController, TrackingReference
 from mav_dynamics.model import TreeModel
 from mav_dynamics.ros import convert
-from mav_dynamics.ros.parameters import ODOMETRY_TOPICS, declare_parameters
+from mav_dynamics.ros.parameters import (
+    GAIN_PARAMETERS,
+    GAIN_UNITS,
+    MISSION_PARAMETERS,
+    ODOMETRY_TOPICS,
+    SPECS,
+    ControllerSettings,
+    controller_settings,
+)
 from mav_dynamics.trajectories import (
     Hover,
     MinimumJerkMove,
@@ -53,43 +67,86 @@ from mav_dynamics.trajectories import (
     heading,
     rest_to_rest_duration,
 )
-from mav_dynamics.vehicle import FloatArray
-from mav_dynamics.vehicle_file import load_vehicle, resolve_vehicle_file
+from mav_dynamics.vehicle import ControllerGains, FloatArray
+from mav_dynamics.vehicle_file import load_vehicle
 from mav_geometry import quaternion
+from mav_ros_common import diagnostics
+from mav_ros_common.node_main import run_node
+from mav_ros_common.parameters import ParameterError, declare_parameters, show
+from mav_ros_common.qos import RELIABLE_10
+from mav_ros_common.resources import ShareNotFoundError, find_named_file
 
 NODE_NAME = "controller"
 QUATERNION_TOLERANCE = 1e-3
 """Largest accepted | |q| - 1 | of a received quaternion (it is then normalised)."""
 SHORTEST_SETPOINT_MOVE_S = 1.0
-"""Least duration of a move to a new setpoint, s: also bounds the braking from speed."""
+"""Least duration of a move to a new setpoint or plan, s: also bounds the braking from speed."""
+
+
+class _MoveThen:
+    """``move`` (from its start time) and, from its end, ``trajectory`` started there."""
+
+    def __init__(self, move: MinimumJerkMove, trajectory: Trajectory) -> None:
+        self.move = move
+        self.trajectory = trajectory
+        self._end = move.start_time + move.duration
+
+    def reference(self, t: float) -> TrackingReference:
+        if t < self._end:
+            return self.move.reference(t)
+        return self.trajectory.reference(t - self._end)
 
 
 class ControllerNode(Node):
-    """The controller/allocator node; keyword arguments go to ``rclpy.node.Node``."""
+    """The controller/allocator node; keyword arguments go to ``rclpy.node.Node``.
+
+    Raises ``ParameterError`` on a bad parameter (see ``parameters``)."""
 
     def __init__(self, **node_kwargs: Any) -> None:
         super().__init__(node_kwargs.pop("node_name", NODE_NAME), **node_kwargs)
         try:
-            self.settings = declare_parameters(self)
+            self.parameters = declare_parameters(self, SPECS, controller_settings)
             self._setup()
         except Exception:
             self.destroy_node()
             raise
+        self.parameters.enable_updates(self._apply)
+
+    def _load(self, name: str) -> TreeModel:
+        """The vehicle model of parameter ``vehicle_file`` (ParameterError)."""
+        try:
+            vehicle = load_vehicle(find_named_file(name, "vehicles"))
+            return TreeModel(vehicle)
+        except (ValueError, ShareNotFoundError) as error:
+            raise ParameterError(f"parameter 'vehicle_file' = {show(name)} is invalid: "
+                                 f"{error}", "vehicle_file") from error
+
+    def _gains(self, overrides: Mapping[str, FloatArray]) -> ControllerGains:
+        """The vehicle file's gains with the ``gains.*`` parameters given in their place."""
+        base = self.vehicle.gains
+        missing = [f"gains.{key}" for key in GAIN_UNITS if key not in overrides]
+        if base is None and missing:
+            raise ParameterError(
+                f"parameters {missing} are not set: vehicle '{self.vehicle.name}' has no "
+                f"controller gains, so all of {sorted(GAIN_PARAMETERS)} are needed")
+        return ControllerGains(**{key: overrides[key] if key in overrides else getattr(
+            base, key) for key in GAIN_UNITS})
 
     def _setup(self) -> None:
-        values = self.settings.values
-        vehicle_path = resolve_vehicle_file(values["vehicle_file"])
+        values, settings = self.parameters.values, self.parameters.settings
+        model = self._load(values["vehicle_file"])
+        self.vehicle = model.vehicle
+        self.vehicle_name = self.vehicle.name
         try:
-            vehicle = load_vehicle(vehicle_path)
-            model = TreeModel(vehicle)
             self.allocator = ControlAllocator(model)
-            self.controller = TrackingController(model, self.settings.gains,
+            self.controller = TrackingController(model, self._gains(settings.gain_overrides),
                                                  rank=self.allocator.rank)
         except ValueError as error:
-            raise ValueError(f"parameter vehicle_file = {values['vehicle_file']!r}: "
-                             f"{error}") from error
-        self.vehicle_name = vehicle.name
-        self.mission = self.settings.mission()
+            if isinstance(error, ParameterError):
+                raise
+            raise ParameterError(f"parameter 'vehicle_file' = {show(values['vehicle_file'])} "
+                                 f"is invalid: {error}", "vehicle_file") from error
+        self.mission = settings.mission
         self.plan_name: str = values["trajectory"]
         """What is flown after take-off: the ``trajectory`` parameter, or ``setpoint``."""
         self.plan: Trajectory | None = None
@@ -103,7 +160,6 @@ class ControllerNode(Node):
         self._idle_tilts = np.clip(0.0, self.allocator.tilt_min, self.allocator.tilt_max)
         self._tilt_command = self._idle_tilts.copy()
         self._period_s = 1.0 / values["rate_hz"]
-        self._telemetry_every = max(1, round(values["rate_hz"] / values["telemetry_rate_hz"]))
         self._control_ticks = 0
         self._last_status: tuple[AllocationStatus, ControlOutput] | None = None
         self._rejections_reported = 0
@@ -117,19 +173,48 @@ class ControllerNode(Node):
         self._reference = Odometry()
         self._reference.header.frame_id = "map"
         self._reference.child_frame_id = "base_link_reference"  # twist in the reference body
-        outputs = QoSProfile(depth=10)
-        self.command_publisher = self.create_publisher(JointState, "actuator_commands", outputs)
-        self.wrench_publisher = self.create_publisher(WrenchStamped, "controller/wrench", outputs)
+        self.command_publisher = self.create_publisher(JointState, "actuator_commands",
+                                                       RELIABLE_10)
+        self.wrench_publisher = self.create_publisher(WrenchStamped, "controller/wrench",
+                                                      RELIABLE_10)
         self.reference_publisher = self.create_publisher(Odometry, "controller/reference",
-                                                         outputs)
-        self.diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics",
-                                                           outputs)
+                                                         RELIABLE_10)
+        self.diagnostics_publisher = diagnostics.create_publisher(self)
         self.odometry_topic = ODOMETRY_TOPICS[values["odometry_source"]]
-        self.create_subscription(Odometry, self.odometry_topic, self._on_odometry, outputs)
-        self.create_subscription(PoseStamped, "controller/setpoint", self._on_setpoint, outputs)
-        self._diagnostics_period_ns = round(values["diagnostics_period_s"] * 1e9)
+        self.create_subscription(Odometry, self.odometry_topic, self._on_odometry, RELIABLE_10)
+        self.create_subscription(PoseStamped, "controller/setpoint", self._on_setpoint,
+                                 RELIABLE_10)
         self._next_diagnostics_ns: int | None = None
         self.create_timer(self._period_s, self._tick)
+
+    # --- run-time parameter changes -------------------------------------------------------
+
+    def _apply(self, settings: ControllerSettings, changed: frozenset[str]) -> None:
+        """Make accepted parameter changes take effect (between two callbacks)."""
+        if changed & GAIN_PARAMETERS:
+            self.controller.gains = self._gains(settings.gain_overrides)
+        if "diagnostics_period_s" in changed:
+            self._next_diagnostics_ns = None  # report now, then at the new period
+        chosen = self.parameters["trajectory"]
+        if changed & (MISSION_PARAMETERS[chosen] | {"trajectory"}):
+            self.mission = settings.mission
+            self.plan_name = chosen
+            self._fly_to_mission()
+        # speed_mps, odometry_timeout_s and telemetry_rate_hz are read where they are used.
+
+    def _fly_to_mission(self) -> None:
+        """Once flying, a minimum-jerk move from the current reference to the mission's
+        start, then the mission; before the take-off the climb will go there anyway."""
+        time_s = self._plan_time(self._now_ns())
+        if self.plan is None or time_s is None:
+            return
+        current = self.plan.reference(time_s)
+        start = self.mission.reference(0.0)
+        distance = float(np.linalg.norm(start.position - current.position))
+        duration = max(rest_to_rest_duration(distance, self.parameters["speed_mps"]),
+                       SHORTEST_SETPOINT_MOVE_S)
+        self.plan = _MoveThen(MinimumJerkMove(current, start.position, duration, time_s,
+                                              start.attitude), self.mission)
 
     # --- inputs -------------------------------------------------------------------------
 
@@ -144,7 +229,7 @@ class ControllerNode(Node):
         self._state_stamp_ns = sample.stamp_ns
         if self._plan_start_ns is None:
             self._plan_start_ns = self._now_ns() + round(
-                self.settings.values["takeoff_delay_s"] * 1e9)
+                self.parameters["takeoff_delay_s"] * 1e9)
 
     def _odometry_rejection(self, sample: convert.OdometrySample) -> str | None:
         """Why a sample cannot be used (a diagnostics counter name), or None."""
@@ -179,7 +264,7 @@ class ControllerNode(Node):
             return
         current = self.plan.reference(time_s)
         distance = float(np.linalg.norm(position - current.position))
-        duration = max(rest_to_rest_duration(distance, self.settings.values["speed_mps"]),
+        duration = max(rest_to_rest_duration(distance, self.parameters["speed_mps"]),
                        SHORTEST_SETPOINT_MOVE_S)
         self.plan = MinimumJerkMove(current, position, duration, time_s, attitude)
 
@@ -189,7 +274,7 @@ class ControllerNode(Node):
         Built from the odometry at the end of the take-off delay, not the first one: an
         estimator's first outputs may still be settling."""
         yaw = math.atan2(rotation[1, 0], rotation[0, 0])
-        return TakeOff(position, self.mission, self.settings.values["takeoff_duration_s"],
+        return TakeOff(position, self.mission, self.parameters["takeoff_duration_s"],
                        heading(yaw))
 
     # --- control tick ---------------------------------------------------------------------
@@ -234,7 +319,7 @@ class ControllerNode(Node):
                                  allocation.tilt_angles)
         self.command_publisher.publish(self._command)
         self._control_ticks += 1
-        if (self._control_ticks - 1) % self._telemetry_every:
+        if (self._control_ticks - 1) % self.parameters.settings.telemetry_every:
             return
         convert.fill_wrench(self._wrench, stamp, output.wrench)
         self.wrench_publisher.publish(self._wrench)
@@ -255,10 +340,11 @@ class ControllerNode(Node):
     def _maybe_publish_diagnostics(self, now_ns: int, stamp: Any) -> None:
         if self._next_diagnostics_ns is not None and now_ns < self._next_diagnostics_ns:
             return
-        self._next_diagnostics_ns = now_ns + self._diagnostics_period_ns
+        self._next_diagnostics_ns = now_ns + round(
+            self.parameters["diagnostics_period_s"] * 1e9)
         level, summary, values = self.diagnostic_status(now_ns)
-        self.diagnostics_publisher.publish(convert.diagnostics_message(
-            stamp, NODE_NAME, self.vehicle_name, level, summary, values))
+        self.diagnostics_publisher.publish(diagnostics.diagnostic_array(
+            stamp, diagnostics.status(NODE_NAME, level, summary, values, self.vehicle_name)))
         self._saturated_ticks = 0
         self._ticks = 0
 
@@ -273,12 +359,13 @@ class ControllerNode(Node):
         values.update({f"rejected_setpoint_{k}": str(n) for k, n in
                        sorted(self.rejected_setpoints.items())})
         if self._state_stamp_ns is None:
-            return DiagnosticStatus.OK, "waiting for odometry (motors off)", values
+            return diagnostics.OK, "waiting for odometry (motors off)", values
         age = (now_ns - self._state_stamp_ns) * 1e-9
         values["odometry_age_s"] = f"{age:.4f}"
         plan_time = self._plan_time(now_ns)
         if plan_time is None or plan_time < 0.0:
-            return DiagnosticStatus.OK, f"waiting for take-off in {-plan_time:.2f} s", values
+            wait = 0.0 if plan_time is None else -plan_time
+            return diagnostics.OK, f"waiting for take-off in {wait:.2f} s", values
         if self._last_status is not None:
             status, output = self._last_status
             values.update({
@@ -287,33 +374,19 @@ class ControllerNode(Node):
                 "saturated_ticks": f"{self._saturated_ticks}/{self._ticks}",
                 "unallocated_wrench_norm": f"{np.linalg.norm(status.unallocated_wrench):.4g}",
                 "position_error_m": f"{np.linalg.norm(output.position_error):.4f}"})
-        if age > self.settings.values["odometry_timeout_s"]:
-            return (DiagnosticStatus.ERROR, f"odometry stale ({age:.2f} s): flying on the last "
+        if age > self.parameters["odometry_timeout_s"]:
+            return (diagnostics.ERROR, f"odometry stale ({age:.2f} s): flying on the last "
                     "odometry", values)
         if self._saturated_ticks:
-            return DiagnosticStatus.WARN, "allocation saturated", values
+            return diagnostics.WARN, "allocation saturated", values
         if new_rejections:
-            return DiagnosticStatus.WARN, f"flying; {new_rejections} odometry rejected", values
-        return DiagnosticStatus.OK, "flying", values
+            return diagnostics.WARN, f"flying; {new_rejections} odometry rejected", values
+        return diagnostics.OK, "flying", values
 
 
 def main(args: list[str] | None = None) -> int:
-    """Run the node until interrupted; a bad parameter exits with status 2 and its message."""
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = ControllerNode()
-        rclpy.spin(node)
-    except ValueError as error:
-        print(f"controller_node: {error}", file=sys.stderr)
-        return 2
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    """Run the node until interrupted; exit codes as ``mav_ros_common.node_main``."""
+    return run_node(ControllerNode, args, name=NODE_NAME)
 
 
 if __name__ == "__main__":

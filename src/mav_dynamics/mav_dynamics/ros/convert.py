@@ -4,6 +4,7 @@ Core order: twists ``(omega, v)``, wrenches ``(moment, force)``, quaternions ``[
 ROS messages name ``linear``/``angular`` fields; per REP-105 an Odometry twist is in the
 child (body) frame, so the world velocity is ``R v_body``. Builders fill messages that the
 node allocates once (publishing every tick stays cheap); parsers return plain numbers.
+Stamps and diagnostics are built with ``mav_ros_common`` (``stamps``, ``diagnostics``).
 """
 
 from __future__ import annotations
@@ -13,20 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped, WrenchStamped
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import JointState
 
 from mav_dynamics.controller import TrackingReference
 from mav_dynamics.vehicle import FloatArray
-
-NANOSECONDS = 1_000_000_000
-
-
-def stamp_nanoseconds(stamp: Time) -> int:
-    """A ``builtin_interfaces/Time`` as integer nanoseconds."""
-    return int(stamp.sec) * NANOSECONDS + int(stamp.nanosec)
+from mav_ros_common import stamps
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +40,7 @@ def odometry_sample(message: Odometry) -> OdometrySample:
     pose, twist = message.pose.pose, message.twist.twist
     o, p, w, v = pose.orientation, pose.position, twist.angular, twist.linear
     return OdometrySample(
-        stamp_nanoseconds(message.header.stamp),
+        stamps.to_ns(message.header.stamp),
         np.array([o.x, o.y, o.z, o.w]),
         np.array([p.x, p.y, p.z]),
         np.array([w.x, w.y, w.z, v.x, v.y, v.z]))
@@ -96,12 +90,3 @@ def fill_reference(message: Odometry, stamp: Time, reference: TrackingReference,
     linear.x, linear.y, linear.z = (reference.attitude.T @ reference.velocity).tolist()
     angular.x, angular.y, angular.z = reference.angular_velocity.tolist()
 
-
-def diagnostics_message(stamp: Time, name: str, hardware_id: str, level: bytes, summary: str,
-                        values: dict[str, str]) -> DiagnosticArray:
-    """One-status DiagnosticArray (``level`` is a DiagnosticStatus constant)."""
-    status = DiagnosticStatus(level=level, name=name, message=summary, hardware_id=hardware_id,
-                              values=[KeyValue(key=k, value=v) for k, v in values.items()])
-    message = DiagnosticArray(status=[status])
-    message.header.stamp = stamp
-    return message

@@ -1,187 +1,120 @@
-"""Parameters of the ``controller`` node: declaration with descriptors, validation, settings.
+"""Parameters of the ``controller`` node and the settings built from them.
 
-Numbers accept integers or floats (``rate_hz: 100`` is fine); every bad value stops the node
-with one ``ValueError`` naming the parameter, the value and what is allowed.
+Read-only (the node is built from them): ``vehicle_file``, ``rate_hz`` (the control timer;
+the simulator's lock-step expects it), ``odometry_source`` (the subscription),
+``takeoff_delay_s`` and ``takeoff_duration_s`` (used once, for the take-off).
+Everything else can change at run time: the flight plan (``trajectory`` and the
+parameters of each trajectory, ``speed_mps``, ``yaw_rad``), the gains override
+``gains.*``, ``odometry_timeout_s``, ``telemetry_rate_hz`` and ``diagnostics_period_s``.
+How a change takes effect is the node's business (``controller_node``).
 """
 
 from __future__ import annotations
 
 import math
-from array import array
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor
-from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
-from rclpy.node import Node
 
 from mav_dynamics.trajectories import FigureEight, Hover, Trajectory, Waypoints
-from mav_dynamics.vehicle import ControllerGains
-from mav_dynamics.vehicle_file import parse_controller_gains
+from mav_dynamics.vehicle import FloatArray
+from mav_ros_common.parameters import ParameterError, ParameterSpec, Values
 
-"""The repository's vehicle files (``config/vehicles``), searched after the cwd."""
 ODOMETRY_TOPICS = {"estimate": "trident_ekf/odometry", "ground_truth": "ground_truth/odometry"}
 TRAJECTORIES = ("hover", "waypoints", "figure_eight")
-GAIN_KEYS = ("position", "velocity", "attitude", "angular_rate")
-
-
-@dataclass(frozen=True)
-class ParameterSpec:
-    """One parameter: default (its type fixes the kind: str, float or list of floats; None
-    for an optional list), description with units, and the allowed values."""
-
-    default: Any
-    description: str
-    low: float | None = None
-    high: float | None = None
-    choices: tuple[str, ...] = ()
-    size: int | None = None
-    """Required list length (None: any, see ``multiple_of``)."""
-    multiple_of: int = 1
-
-    def allowed(self) -> str:
-        """What a valid value looks like, for descriptors and error messages."""
-        if self.choices:
-            return f"one of {list(self.choices)}"
-        if self.low is not None:
-            return f"a number in [{self.low}, {self.high}]"
-        if self.size is not None:
-            return f"a list of {self.size} numbers"
-        return f"a list of numbers, a multiple of {self.multiple_of} long and not empty"
-
-    def descriptor(self) -> ParameterDescriptor:
-        numeric = not isinstance(self.default, str)
-        # Read once at start-up, so read-only; dynamic typing lets integers stand for doubles.
-        descriptor = ParameterDescriptor(description=self.description,
-                                         additional_constraints=self.allowed(),
-                                         read_only=True, dynamic_typing=numeric)
-        if self.low is not None:
-            descriptor.floating_point_range = [
-                FloatingPointRange(from_value=self.low, to_value=self.high)]
-        return descriptor
-
-
-PARAMETERS: dict[str, ParameterSpec] = {
-    "vehicle_file": ParameterSpec(
-        "quadrotor_x.yaml", "vehicle YAML: a path (absolute or relative to the cwd) or a name "
-        "in the repository's config/vehicles/"),
-    "trajectory": ParameterSpec("figure_eight", "flight plan after take-off",
-                                choices=TRAJECTORIES),
-    "figure_eight_size_m": ParameterSpec(2.0, "figure-eight half-width A (m): "
-                                         "x = A sin(phi), y = A/2 sin(2 phi)", 0.1, 100.0),
-    "figure_eight_period_s": ParameterSpec(12.0, "figure-eight period (s)", 1.0, 600.0),
-    "figure_eight_height_m": ParameterSpec(1.5, "figure-eight z in map (m)", -1000.0, 1000.0),
-    "figure_eight_center": ParameterSpec([0.0, 0.0], "figure-eight centre x, y in map (m)",
-                                         size=2),
-    "figure_eight_ramp_s": ParameterSpec(12.0, "time over which the figure-eight speeds up "
-                                         "from rest (s; 0 = full speed at once)", 0.0, 600.0),
-    "hover_position": ParameterSpec([0.0, 0.0, 1.5], "hover point x, y, z in map (m)", size=3),
-    "waypoints": ParameterSpec(
-        [0.0, 0.0, 1.5, 2.0, 0.0, 1.5, 2.0, 2.0, 1.5, 0.0, 2.0, 1.5, 0.0, 0.0, 1.5],
-        "waypoints in map (m), flat: x0, y0, z0, x1, y1, z1, ...", multiple_of=3),
-    "speed_mps": ParameterSpec(1.0, "peak speed of waypoint segments and setpoint moves (m/s)",
-                               0.05, 20.0),
-    "yaw_rad": ParameterSpec(0.0, "heading of every flight plan (rad, ENU, from east)",
-                             -math.pi, math.pi),
-    "takeoff_duration_s": ParameterSpec(4.0, "minimum-jerk climb to the trajectory's start "
-                                        "(s)", 0.5, 120.0),
-    "takeoff_delay_s": ParameterSpec(1.0, "wait after the first odometry before the climb, "
-                                     "motors off (s)", 0.0, 600.0),
-    "odometry_source": ParameterSpec("estimate", f"odometry to fly on: {ODOMETRY_TOPICS}",
-                                     choices=tuple(ODOMETRY_TOPICS)),
-    "odometry_timeout_s": ParameterSpec(0.5, "odometry older than this is stale: ERROR (s, "
-                                        "node clock)", 0.001, 60.0),
-    "rate_hz": ParameterSpec(100.0, "control rate on the node clock (Hz)", 1.0, 2000.0),
-    "telemetry_rate_hz": ParameterSpec(50.0, "rate of controller/wrench and "
-                                       "controller/reference (Hz; for plots and rviz, rounded "
-                                       "to every n-th control tick; commands go out every tick)",
-                                       1.0, 2000.0),
-    "diagnostics_period_s": ParameterSpec(1.0, "period of /diagnostics (s, node clock)",
-                                          0.001, 60.0),
-    **{f"gains.{key}": ParameterSpec(None, f"override of the vehicle file's controller.{key} "
-                                     "gains, per body axis (unset: the file's)", size=3)
-       for key in GAIN_KEYS},
+GAIN_UNITS = {"position": "1/s^2", "velocity": "1/s", "attitude": "1/s^2",
+              "angular_rate": "1/s"}
+"""Mass-normalised gains of the tracking controller by key (``ControllerGains`` fields)."""
+GAIN_PARAMETERS = frozenset(f"gains.{key}" for key in GAIN_UNITS)
+MISSION_PARAMETERS = {
+    "hover": frozenset({"hover_position", "yaw_rad"}),
+    "waypoints": frozenset({"waypoints", "speed_mps", "yaw_rad"}),
+    "figure_eight": frozenset({"figure_eight_size_m", "figure_eight_period_s",
+                               "figure_eight_height_m", "figure_eight_center",
+                               "figure_eight_ramp_s", "yaw_rad"}),
 }
+"""The parameters each trajectory is built from."""
+
+SPECS: tuple[ParameterSpec, ...] = (
+    ParameterSpec("vehicle_file", "quadrotor_x.yaml",
+                  "vehicle file: a path (absolute or from the working directory) or a name in "
+                  "the bringup's config/vehicles/", read_only=True),
+    ParameterSpec("trajectory", "figure_eight", "flight plan after take-off; a change flies a "
+                  "smooth move to the new plan's start", choices=TRAJECTORIES),
+    ParameterSpec("figure_eight_size_m", 2.0, "figure-eight half-width A: x = A sin(phi), "
+                  "y = A/2 sin(2 phi)", "m", 0.1, 100.0),
+    ParameterSpec("figure_eight_period_s", 12.0, "figure-eight period", "s", 1.0, 600.0),
+    ParameterSpec("figure_eight_height_m", 1.5, "figure-eight z in map", "m", -1000.0, 1000.0),
+    ParameterSpec("figure_eight_center", [0.0, 0.0], "figure-eight centre x, y in map", "m",
+                  length=2),
+    ParameterSpec("figure_eight_ramp_s", 12.0, "time over which the figure-eight speeds up "
+                  "from rest (0: full speed at once)", "s", 0.0, 600.0),
+    ParameterSpec("hover_position", [0.0, 0.0, 1.5], "hover point x, y, z in map", "m",
+                  length=3),
+    ParameterSpec("waypoints",
+                  [0.0, 0.0, 1.5, 2.0, 0.0, 1.5, 2.0, 2.0, 1.5, 0.0, 2.0, 1.5, 0.0, 0.0, 1.5],
+                  "waypoints in map, flat: x0, y0, z0, x1, y1, z1, ...", "m",
+                  length_multiple=3),
+    ParameterSpec("speed_mps", 1.0, "peak speed of waypoint segments, setpoint moves and moves "
+                  "to a changed plan", "m/s", 0.05, 20.0),
+    ParameterSpec("yaw_rad", 0.0, "heading of every flight plan (ENU, from east)", "rad",
+                  -math.pi, math.pi),
+    ParameterSpec("takeoff_duration_s", 4.0, "minimum-jerk climb to the trajectory's start",
+                  "s", 0.5, 120.0, read_only=True),
+    ParameterSpec("takeoff_delay_s", 1.0, "wait after the first odometry before the climb, "
+                  "motors off", "s", 0.0, 600.0, read_only=True),
+    ParameterSpec("odometry_source", "estimate", f"odometry to fly on: {ODOMETRY_TOPICS}",
+                  choices=tuple(ODOMETRY_TOPICS), read_only=True),
+    ParameterSpec("odometry_timeout_s", 0.5, "odometry older than this is stale: ERROR on "
+                  "/diagnostics (node clock)", "s", 0.001, 60.0),
+    ParameterSpec("rate_hz", 100.0, "control rate on the node clock (the simulator's lock-step "
+                  "expects one command per lock-step period)", "Hz", 1.0, 2000.0,
+                  read_only=True),
+    ParameterSpec("telemetry_rate_hz", 50.0, "rate of controller/wrench and "
+                  "controller/reference, rounded to every n-th control tick (commands go out "
+                  "every tick)", "Hz", 1.0, 2000.0),
+    ParameterSpec("diagnostics_period_s", 1.0, "period of /diagnostics (node clock)", "s",
+                  0.001, 60.0),
+    *(ParameterSpec(f"gains.{key}", None, f"override of the vehicle file's controller.{key} "
+                    "gains per body axis (unset: the file's)", unit, 1e-6, 1e6, length=3)
+      for key, unit in GAIN_UNITS.items()),
+)
 
 
 @dataclass(frozen=True)
 class ControllerSettings:
-    """The node's validated parameters by name (units in ``PARAMETERS``), and the gains
-    override (None: the vehicle file's)."""
+    """What the node runs with, besides the plain values: the mission after take-off, the
+    gains given as parameters (key -> 3 gains) and the output decimation."""
 
-    values: dict[str, Any]
-    gains: ControllerGains | None
-
-    def mission(self) -> Trajectory:
-        """The flight plan after take-off."""
-        v = self.values
-        yaw = v["yaw_rad"]
-        if v["trajectory"] == "hover":
-            return Hover(v["hover_position"], yaw)
-        if v["trajectory"] == "waypoints":
-            return Waypoints(np.reshape(v["waypoints"], (-1, 3)), v["speed_mps"], yaw)
-        return FigureEight(v["figure_eight_center"], v["figure_eight_size_m"],
-                           v["figure_eight_period_s"], v["figure_eight_height_m"], yaw,
-                           v["figure_eight_ramp_s"])
+    mission: Trajectory
+    gain_overrides: Mapping[str, FloatArray]
+    telemetry_every: int
+    """Control ticks per controller/wrench and controller/reference message."""
 
 
-def _invalid(name: str, value: Any) -> ValueError:
-    spec = PARAMETERS[name]
-    return ValueError(f"parameter {name} = {value!r} is invalid: must be {spec.allowed()} "
-                      f"({spec.description})")
+def mission(values: Values) -> Trajectory:
+    """The flight plan after take-off chosen by ``trajectory``."""
+    yaw = values["yaw_rad"]
+    if values["trajectory"] == "hover":
+        return Hover(values["hover_position"], yaw)
+    if values["trajectory"] == "waypoints":
+        return Waypoints(np.reshape(values["waypoints"], (-1, 3)), values["speed_mps"], yaw)
+    return FigureEight(values["figure_eight_center"], values["figure_eight_size_m"],
+                       values["figure_eight_period_s"], values["figure_eight_height_m"], yaw,
+                       values["figure_eight_ramp_s"])
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(
-        value)
-
-
-def checked_value(name: str, value: Any) -> Any:
-    """``value`` of parameter ``name`` as the node uses it (float, list of floats, str or
-    None), or ValueError."""
-    spec = PARAMETERS[name]
-    if isinstance(spec.default, str):
-        if not isinstance(value, str) or (spec.choices and value not in spec.choices):
-            raise _invalid(name, value)
-        return value
-    if isinstance(spec.default, float):
-        if not (_is_number(value) and spec.low <= value <= spec.high):
-            raise _invalid(name, value)
-        return float(value)
-    if value is None and spec.default is None:
-        return None
-    values = list(value) if isinstance(value, list | tuple | array) else None
-    if values is None or not values or not all(map(_is_number, values)) or (
-            spec.size is not None and len(values) != spec.size) or len(values) % spec.multiple_of:
-        raise _invalid(name, value)
-    return [float(v) for v in values]
-
-
-def _gains(values: dict[str, Any]) -> ControllerGains | None:
-    given = {key: values[f"gains.{key}"] for key in GAIN_KEYS
-             if values[f"gains.{key}"] is not None}
-    if not given:
-        return None
-    if len(given) != len(GAIN_KEYS):
-        missing = [f"gains.{k}" for k in GAIN_KEYS if k not in given]
-        raise ValueError(f"parameters {missing} are not set: a gains override needs all of "
-                         f"{[f'gains.{k}' for k in GAIN_KEYS]}")
+def controller_settings(values: Values) -> ControllerSettings:
+    """Settings from validated values; ParameterError if they do not make a flight plan."""
     try:
-        return parse_controller_gains(given)
+        plan = mission(values)
     except ValueError as error:
-        raise ValueError(f"parameter gains.{error.args[0].removeprefix('controller.')}") from (
-            error)
-
-
-def declare_parameters(node: Node) -> ControllerSettings:
-    """Declare every parameter on ``node`` with its descriptor and return them validated."""
-    values = {}
-    for name, spec in PARAMETERS.items():
-        try:
-            value = node.declare_parameter(name, spec.default, spec.descriptor()).value
-        except (InvalidParameterValueException, InvalidParameterTypeException) as error:
-            override = node._parameter_overrides.get(name)  # the value rclpy refused
-            raise _invalid(name, override.value if override else spec.default) from error
-        values[name] = checked_value(name, value)
-    return ControllerSettings(values, _gains(values))
+        raise ParameterError(f"parameters of trajectory '{values['trajectory']}': {error}",
+                             "trajectory") from error
+    overrides: dict[str, Any] = {
+        key: np.array(values[f"gains.{key}"]) for key in GAIN_UNITS
+        if values[f"gains.{key}"] is not None}
+    telemetry_every = max(1, round(values["rate_hz"] / values["telemetry_rate_hz"]))
+    return ControllerSettings(plan, overrides, telemetry_every)

@@ -1,6 +1,6 @@
 """ROS-free core of the trident-quaternion EKF: Earth model, mechanization, filters, simulation.
 
-Conventions (see ../shared/design/papers/trident-ekf.md):
+Conventions (see docs/theory/trident-ekf.md; section numbers cited in this package are its):
 - navigation frame ECEF (e), body frame b (FLU when fed from ROS), quaternions scalar-last;
 - IMU biases follow the paper's sign: truth = reading + bias (``omega = omega_meas + b_g``);
 - error states are 15-vectors ``[attitude, velocity, position, gyro bias, accel bias]``,

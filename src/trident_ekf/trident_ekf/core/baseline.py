@@ -1,9 +1,10 @@
 """Conventional multiplicative ESKF: quaternion attitude, ECEF velocity and position.
 
 Same inputs, interface, noise model and update machinery as the trident filter, so the
-two can be cross-checked and benchmarked. Error state (notes 5.6, reordered to match the
-trident filter): dx = [phi^b, v_hat - v, p_hat - p, db_g, db_a] with q = q_hat exp(phi/2),
-then the GNSS position bias error with the bias states of the shared base.
+two can be cross-checked and benchmarked. Error state (docs/theory/trident-ekf.md §5.6,
+reordered to match the trident filter): dx = [phi^b, v_hat - v, p_hat - p, db_g, db_a]
+with q = q_hat exp(phi/2), then the GNSS position bias error with the bias states of the
+shared base.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from mav_geometry import quaternion
+from mav_geometry.arrays import FloatArray
 from mav_geometry.scalar import Quaternion, Vector3, exp_with_jacobian, multiply, to_matrix
 from trident_ekf.core.config import FilterConfig
 from trident_ekf.core.earth import OMEGA_ECEF, gravity_gradient
@@ -51,12 +53,12 @@ class BaselineESKF(ErrorStateFilter):
             + block_flat_indices(3, 6, dim) + block_flat_indices(3, 12, dim)
         )
 
-    def _set_nominal(self, q: NDArray, v: NDArray, p: NDArray) -> None:
-        self._q = tuple(float(c) for c in q)
-        self._v = tuple(float(c) for c in v)
-        self._p = tuple(float(c) for c in p)
+    def _set_nominal(self, q: FloatArray, v: FloatArray, p: FloatArray) -> None:
+        self._q = (float(q[0]), float(q[1]), float(q[2]), float(q[3]))
+        self._v = (float(v[0]), float(v[1]), float(v[2]))
+        self._p = (float(p[0]), float(p[1]), float(p[2]))
 
-    def nominal(self) -> tuple[NDArray, NDArray, NDArray]:
+    def nominal(self) -> tuple[FloatArray, FloatArray, FloatArray]:
         return np.array(self._q), np.array(self._v), np.array(self._p)
 
     def _step(self, omega: Vector3, force: Vector3, dt: float) -> None:
@@ -64,8 +66,8 @@ class BaselineESKF(ErrorStateFilter):
             self._q, self._v, self._p, omega, force, dt
         )
 
-    def _fill_error_dynamics(self, F: NDArray, omega: Vector3, force: Vector3) -> None:
-        """F of notes 5.6: phi' = -[w x]phi - db_g; dv' = C[f x]phi - 2[W x]dv + G dp + C db_a.
+    def _fill_error_dynamics(self, F: FloatArray, omega: Vector3, force: Vector3) -> None:
+        """F of §5.6: phi' = -[w x]phi - db_g; dv' = C[f x]phi - 2[W x]dv + G dp + C db_a.
 
         Written through flat indices in one numpy call, like the trident filter's F_L.
         """
@@ -82,7 +84,7 @@ class BaselineESKF(ErrorStateFilter):
             *C[0], *C[1], *C[2],
         ]
 
-    def _navigation_error_block(self, rotation: NDArray) -> NDArray:
+    def _navigation_error_block(self, rotation: FloatArray) -> FloatArray:
         return np.eye(3)
 
     def _inject(self, dx: Sequence[float]) -> None:
@@ -92,10 +94,11 @@ class BaselineESKF(ErrorStateFilter):
         q = multiply(self._q, dq)
         n = sum(c * c for c in q) ** -0.5
         self._q = (q[0] * n, q[1] * n, q[2] * n, q[3] * n)
-        self._v = tuple(a - b for a, b in zip(self._v, dx[3:6], strict=True))
-        self._p = tuple(a - b for a, b in zip(self._p, dx[6:9], strict=True))
+        v, p = self._v, self._p
+        self._v = (v[0] - dx[3], v[1] - dx[4], v[2] - dx[5])
+        self._p = (p[0] - dx[6], p[1] - dx[7], p[2] - dx[8])
 
-    def _navigation_error(self, q: ArrayLike, v: ArrayLike, p: ArrayLike) -> NDArray:
+    def _navigation_error(self, q: ArrayLike, v: ArrayLike, p: ArrayLike) -> FloatArray:
         q_hat, v_hat, p_hat = self.nominal()
         attitude = quaternion.to_rotation_vector(
             quaternion.multiply(quaternion.conjugate(q_hat), np.asarray(q, dtype=float))
@@ -106,5 +109,5 @@ class BaselineESKF(ErrorStateFilter):
             p_hat - np.asarray(p, dtype=float),
         ])
 
-    def conventional_jacobian(self) -> NDArray:
+    def conventional_jacobian(self) -> FloatArray:
         return np.eye(self.state_dim)

@@ -12,6 +12,8 @@ import numpy as np
 import pymap3d
 from numpy.typing import ArrayLike, NDArray
 
+from mav_geometry.arrays import FloatArray, FloatVector
+
 EARTH_RATE = 7.292115e-5  # rad/s, about ECEF z
 GM = 3.986004418e14  # m^3/s^2
 SEMI_MAJOR_AXIS = 6378137.0  # m
@@ -57,10 +59,11 @@ def gravity_ecef(position: ArrayLike) -> NDArray[np.float64]:
     return result
 
 
-def gravity_gradient(position: ArrayLike) -> NDArray[np.float64]:
+def gravity_gradient(position: FloatVector) -> NDArray[np.float64]:
     """Gamma = d gamma / d p (1/s^2) at one ECEF position: point-mass term plus centrifugal.
 
-    The J2 part of the gradient is below 1e-8 1/s^2 and is left out (notes section 4.5).
+    The J2 part of the gradient is below 1e-8 1/s^2 and is left out
+    (docs/theory/trident-ekf.md §4.5).
     """
     x, y, z = (float(c) for c in position)
     r2 = x * x + y * y + z * z
@@ -82,13 +85,16 @@ def enu_to_ecef_rotation(latitude_deg: float, longitude_deg: float) -> NDArray[n
     return np.array([[-so, -sl * co, cl * co], [co, -sl * so, cl * so], [0.0, cl, sl]])
 
 
-def ned_to_ecef(vector_ned: ArrayLike, latitude_deg: float, longitude_deg: float) -> NDArray:
+def ned_to_ecef(vector_ned: FloatVector, latitude_deg: float,
+                longitude_deg: float) -> FloatArray:
     """A north/east/down vector at a geodetic point, in ECEF axes (same units)."""
     north, east, down = (float(c) for c in vector_ned)
-    return enu_to_ecef_rotation(latitude_deg, longitude_deg) @ np.array([east, north, -down])
+    result: FloatArray = (enu_to_ecef_rotation(latitude_deg, longitude_deg)
+                          @ np.array([east, north, -down]))
+    return result
 
 
-def geodetic_to_ecef(latitude_deg: float, longitude_deg: float, height_m: float) -> NDArray:
+def geodetic_to_ecef(latitude_deg: float, longitude_deg: float, height_m: float) -> FloatArray:
     """ECEF position (m) of a WGS-84 geodetic point (degrees, ellipsoidal height m)."""
     return np.array(pymap3d.geodetic2ecef(latitude_deg, longitude_deg, height_m))
 
@@ -100,7 +106,7 @@ def ecef_to_geodetic(position: ArrayLike) -> tuple[float, float, float]:
     return float(lat), float(lon), float(h)
 
 
-def ecef_to_enu(position: ArrayLike, datum: tuple[float, float, float]) -> NDArray:
+def ecef_to_enu(position: ArrayLike, datum: tuple[float, float, float]) -> FloatArray:
     """ENU coordinates (m) of ECEF points (..., 3) relative to a geodetic datum."""
     p = np.asarray(position, dtype=float)
     e, n, u = pymap3d.ecef2enu(p[..., 0], p[..., 1], p[..., 2], *datum)

@@ -29,6 +29,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.stats import chi2
 
 from mav_geometry import quaternion
+from mav_geometry.arrays import FloatArray, FloatVector
 from mav_geometry.scalar import Vector3
 from trident_ekf.core.config import FilterConfig
 from trident_ekf.core.earth import (
@@ -145,7 +146,7 @@ class GnssUpdateResult:
     accepted: bool
 
 
-def skew(a: ArrayLike) -> NDArray[np.float64]:
+def skew(a: FloatVector) -> NDArray[np.float64]:
     """[a x]: skew(a) @ b == cross(a, b) (a plain 3x3 build; SO3.hat is batch-oriented)."""
     x, y, z = a
     return np.array(((0.0, -z, y), (z, 0.0, -x), (-y, x, 0.0)))
@@ -183,7 +184,7 @@ def _covariance(value: ArrayLike, name: str) -> NDArray[np.float64]:
     return matrix
 
 
-def _usable(values: Sequence[ArrayLike], covariances: Sequence[NDArray]) -> bool:
+def _usable(values: Sequence[ArrayLike], covariances: Sequence[FloatArray]) -> bool:
     """All values finite and every covariance finite with a positive diagonal."""
     return all(np.all(np.isfinite(v)) for v in (*values, *covariances)) and all(
         np.all(np.diag(c) > 0.0) for c in covariances)
@@ -220,7 +221,7 @@ class ErrorStateFilter:
         self._imu_history: deque[tuple[float, Vector3, Vector3]] = deque()
         self._snapshots: deque[dict[str, Any]] = deque()
         self._applied: deque[tuple[Measurement, bool]] = deque()
-        self._magnetic_field_ecef: NDArray | None = None  # T; set by ``initialize``
+        self._magnetic_field_ecef: FloatArray | None = None  # T; set by ``initialize``
         self._replaying = False
         self._sample_index = 0
         self._lever = tuple(float(c) for c in self.config.lever_arm)
@@ -240,36 +241,58 @@ class ErrorStateFilter:
             self._F[GNSS_BIAS, GNSS_BIAS] = -np.eye(3) / tau
         self._reset_accumulator()
 
+    _STATE_MODEL_FIELDS = ("gnss_bias_sigma_horizontal", "gnss_bias_sigma_vertical",
+                           "gnss_bias_correlation_time", "magnetic_field_ned",
+                           "magnetic_datum")
+    """FilterConfig fields the state and its model are built from (``set_config`` keeps)."""
+
+    def set_config(self, config: FilterConfig) -> None:
+        """Run with ``config`` from the next sample on: noise densities, lever arm, gate,
+        decimation, timeouts, divergence, history and barometer settings. The state and the
+        estimate stay; the fields of ``_STATE_MODEL_FIELDS`` must not change (ValueError)."""
+        changed = [name for name in self._STATE_MODEL_FIELDS
+                   if getattr(config, name) != getattr(self.config, name)]
+        if changed:
+            raise ValueError(f"set_config: {changed} shape the state and cannot change")
+        self.config = config
+        self._lever = tuple(float(c) for c in config.lever_arm)
+        self._gate = {dof: self._threshold(dof) for dof in (1, 3, 6)}
+        densities = np.diag(config.continuous_noise())
+        self._q_error[ATT] = densities[0:3]
+        self._q_error[VEL] = densities[3:6]
+        self._q_error[BG] = densities[6:9]
+        self._q_error[BA] = densities[9:12]
+
     # ----- subclass interface -------------------------------------------------------------
     _NOMINAL_FIELDS: tuple[str, ...] = ()  # attributes holding the (immutable) nominal state
     _SNAPSHOT_FIELDS = ("time", "gyro_bias", "accel_bias", "gnss_bias", "last_omega", "last_nis",
                         "_diverged", "_consecutive_rejections", "_last_accepted_gnss",
                         "_acc_time", "_acc_count")
 
-    def _set_nominal(self, q: NDArray, v: NDArray, p: NDArray) -> None:
+    def _set_nominal(self, q: FloatArray, v: FloatArray, p: FloatArray) -> None:
         raise NotImplementedError
 
-    def nominal(self) -> tuple[NDArray, NDArray, NDArray]:
+    def nominal(self) -> tuple[FloatArray, FloatArray, FloatArray]:
         """(q body->ECEF scalar-last, ECEF velocity m/s, ECEF position m) as arrays."""
         raise NotImplementedError
 
     def _step(self, omega: Vector3, force: Vector3, dt: float) -> None:
         raise NotImplementedError
 
-    def _fill_error_dynamics(self, F: NDArray, omega: Vector3, force: Vector3) -> None:
+    def _fill_error_dynamics(self, F: FloatArray, omega: Vector3, force: Vector3) -> None:
         """Write the navigation entries of F (state_dim square) for the mean bias-corrected
         rate (rad/s) and force (m/s^2); the constant blocks are set once in ``__init__``."""
         raise NotImplementedError
 
-    def _navigation_error_block(self, rotation: NDArray) -> NDArray:
+    def _navigation_error_block(self, rotation: FloatArray) -> FloatArray:
         """d(position)/d(position error) = d(velocity)/d(velocity error) in this convention."""
         raise NotImplementedError
 
-    def _gnss_model(self) -> tuple[NDArray, NDArray, NDArray]:
+    def _gnss_model(self) -> tuple[FloatArray, FloatArray, FloatArray]:
         """Predicted fix position, velocity (ECEF) and H (6 x state_dim), rows position then
         velocity.
 
-        Lever arm per notes 5.5 and 5.8; the filters differ only in how the position
+        Lever arm per trident-ekf.md §5.5 and §5.8; the filters differ only in how the position
         and velocity errors enter (``_navigation_error_block``). With the bias states the
         fix is the antenna position plus the bias A b (A: ENU -> ECEF of the bias axes), so
         the bias error b_hat - b enters the position rows as A.
@@ -291,25 +314,28 @@ class ErrorStateFilter:
             fix = fix + self._bias_axes @ np.array(self.gnss_bias)
         return fix, v + C @ np.cross(omega_eb, lever), H
 
-    def _magnetometer_model(self) -> tuple[NDArray, NDArray]:
-        """Predicted body-axes field C_hat^T m^e (T) and H (3 x state_dim), notes 5.11.
+    def _magnetometer_model(self) -> tuple[FloatArray, FloatArray]:
+        """Predicted body-axes field C_hat^T m^e (T) and H (3 x state_dim), trident-ekf.md §5.11.
 
         Both filters right-multiply the attitude error (C = C_hat (I + [phi x])), so
         C^T m^e = C_hat^T m^e + [(C_hat^T m^e) x] phi and the residual C_hat^T m^e - m^b
         has H = [-[(C_hat^T m^e) x], 0, 0, 0, 0] in either convention.
         """
+        field = self._magnetic_field_ecef
+        # Set by ``initialize`` whenever magnetic_field_ned is (process_magnetometer needs it).
+        assert field is not None
         C = quaternion.to_matrix(self.nominal()[0])
-        predicted = C.T @ self._magnetic_field_ecef
+        predicted = C.T @ field
         H = np.zeros((3, self.state_dim))
         H[:, ATT] = -skew(predicted)
         return predicted, H
 
-    def _barometer_model(self) -> tuple[float, NDArray]:
+    def _barometer_model(self) -> tuple[float, FloatArray]:
         """Predicted reading h(p_hat) - offset (m) and H (1 x state_dim), IMU-origin height.
 
         dh/dp = u_up^T (ellipsoid normal, ECEF), so the residual h_hat - h is
         u_up^T (p_hat - p) = u_up^T N dx_pos with N = ``_navigation_error_block``: the
-        trident row -u_up^T C_hat of notes 5.11, the baseline row +u_up^T.
+        trident row -u_up^T C_hat of trident-ekf.md §5.11, the baseline row +u_up^T.
         """
         q, _, p = self.nominal()
         latitude, longitude, height = ecef_to_geodetic(p)
@@ -322,11 +348,11 @@ class ErrorStateFilter:
         """Apply the navigation part (9 floats) of an estimated error to the nominal state."""
         raise NotImplementedError
 
-    def _navigation_error(self, q: ArrayLike, v: ArrayLike, p: ArrayLike) -> NDArray:
+    def _navigation_error(self, q: ArrayLike, v: ArrayLike, p: ArrayLike) -> FloatArray:
         """This filter's attitude, velocity and position error (9) relative to a true state."""
         raise NotImplementedError
 
-    def conventional_jacobian(self) -> NDArray:
+    def conventional_jacobian(self) -> FloatArray:
         """J with [phi^b, v_hat - v, p_hat - p, db_g, db_a (, db_gnss)] = J dx (J orthogonal,
         identity on the bias states)."""
         raise NotImplementedError
@@ -369,8 +395,9 @@ class ErrorStateFilter:
             raise ValueError("covariance must be symmetric positive definite")
         q = values["attitude"] / np.linalg.norm(values["attitude"])
         self._set_nominal(q, values["velocity"], values["position"])
-        self.gyro_bias = tuple(float(c) for c in values["gyro_bias"])
-        self.accel_bias = tuple(float(c) for c in values["accel_bias"])
+        bg, ba = values["gyro_bias"], values["accel_bias"]  # 3 elements each (``_vector``)
+        self.gyro_bias = (float(bg[0]), float(bg[1]), float(bg[2]))
+        self.accel_bias = (float(ba[0]), float(ba[1]), float(ba[2]))
         if self._gnss_bias_states:
             self.gnss_bias = (0.0, 0.0, 0.0)
             A = enu_to_ecef_rotation(*ecef_to_geodetic(values["position"])[:2])
@@ -405,7 +432,7 @@ class ErrorStateFilter:
             return FilterStatus.OUTAGE
         return FilterStatus.NOMINAL
 
-    def process_imu(self, time: float, gyro: ArrayLike, accel: ArrayLike) -> bool:
+    def process_imu(self, time: float, gyro: FloatVector, accel: FloatVector) -> bool:
         """Integrate one IMU sample: body rate (rad/s) and specific force (m/s^2) at ``time``.
 
         The sample stands for the interval since the previous sample. Queued measurements
@@ -474,7 +501,10 @@ class ErrorStateFilter:
                 raise ValueError("velocity_covariance is required with velocity")
             rv = _covariance(velocity_covariance, "velocity_covariance")
         covariances = [rp] + ([rv] if rv is not None else [])
-        if not _usable([time, p] + ([v] if v is not None else []), covariances):
+        values: list[float | FloatArray] = [time, p]
+        if v is not None:
+            values.append(v)
+        if not _usable(values, covariances):
             self.counters.gnss_nonfinite += 1
             return False
         if not self._initialized:
@@ -551,7 +581,7 @@ class ErrorStateFilter:
         self._reset_accumulator()
         self._check_covariance()
 
-    def conventional_covariance(self) -> NDArray:
+    def conventional_covariance(self) -> FloatArray:
         """Covariance of [phi^b, v_hat - v (ECEF), p_hat - p (ECEF), db_g, db_a], then with
         the bias states db_gnss (ENU bias axes)."""
         J = self.conventional_jacobian()
@@ -559,7 +589,7 @@ class ErrorStateFilter:
 
     def error_from_truth(self, q: ArrayLike, v: ArrayLike, p: ArrayLike,
                          gyro_bias: ArrayLike, accel_bias: ArrayLike,
-                         gnss_bias: ArrayLike | None = None) -> NDArray:
+                         gnss_bias: ArrayLike | None = None) -> FloatArray:
         """This filter's error (state_dim) of the estimate relative to a true state.
 
         Navigation part in this filter's convention; bias errors estimate - truth.
@@ -635,7 +665,7 @@ class ErrorStateFilter:
         while self._pending and self._pending[0].time <= t:
             self._count(self._pending.pop(0).sensor, "late")
 
-    def _linearize(self, m: Measurement) -> tuple[NDArray, NDArray, NDArray]:
+    def _linearize(self, m: Measurement) -> tuple[FloatArray, FloatArray, FloatArray]:
         """Residual z = predicted - measured, its H and R for any sensor."""
         if isinstance(m, MagnetometerMeasurement):
             predicted, H = self._magnetometer_model()
@@ -652,7 +682,7 @@ class ErrorStateFilter:
         R[3:, 3:] = m.velocity_covariance
         return np.concatenate([pred_p - m.position, pred_v - m.velocity]), H, R
 
-    def _white_position_covariance(self, reported: NDArray) -> NDArray:
+    def _white_position_covariance(self, reported: FloatArray) -> FloatArray:
         """R of a fix's position, m^2 (ECEF): the reported covariance, except with the bias
         states and ``gnss_covariance_includes_bias``, where the reported covariance is white
         plus correlated: then the bias's stationary covariance is subtracted and the
@@ -662,7 +692,8 @@ class ErrorStateFilter:
         white = reported - self._bias_covariance_ecef
         eigenvalues, vectors = np.linalg.eigh(0.5 * (white + white.T))
         floored = np.maximum(eigenvalues, self.config.gnss_white_sigma_floor**2)
-        return (vectors * floored) @ vectors.T
+        result: FloatArray = (vectors * floored) @ vectors.T
+        return result
 
     def _update(self, m: Measurement) -> None:
         """NIS-gate one measurement and, if it passes, apply the Joseph-form update."""
@@ -699,7 +730,7 @@ class ErrorStateFilter:
             b = self.gnss_bias
             self.gnss_bias = (b[0] - dx[15], b[1] - dx[16], b[2] - dx[17])
 
-    def _gnss_outcome(self, m: GnssMeasurement, z: NDArray, nis: float, accepted: bool) -> None:
+    def _gnss_outcome(self, m: GnssMeasurement, z: FloatArray, nis: float, accepted: bool) -> None:
         """Only GNSS drives the reported NIS and the outage / divergence status."""
         self.last_nis = nis
         self._updates.append(GnssUpdateResult(m.time, z, nis, z.size, accepted))

@@ -1,4 +1,6 @@
-"""Initial state from static accelerometer levelling plus the first GNSS fix (notes 5.10).
+"""Initial state from static accelerometer levelling plus the first GNSS fix.
+
+Theory: docs/theory/trident-ekf.md §5.10.
 
 Yaw comes from a parameter, or from the GNSS course over ground once the horizontal
 speed exceeds a threshold (a coarse heading: a multirotor may fly sideways, so its
@@ -16,6 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from mav_geometry import quaternion
+from mav_geometry.arrays import FloatArray, FloatVector
 from trident_ekf.core.earth import OMEGA_ECEF, ecef_to_geodetic, enu_to_ecef_rotation
 
 
@@ -31,13 +34,13 @@ class InitialState:
     sigmas: NDArray[np.float64]
 
 
-def level_attitude(mean_accel: ArrayLike) -> tuple[float, float]:
+def level_attitude(mean_accel: FloatVector) -> tuple[float, float]:
     """(roll, pitch) rad of a static FLU body from its mean specific force (m/s^2)."""
     fx, fy, fz = (float(c) for c in mean_accel)
     return math.atan2(fy, fz), math.atan2(-fx, math.hypot(fy, fz))
 
 
-def attitude_ecef(roll: float, pitch: float, yaw: float, position: ArrayLike) -> NDArray:
+def attitude_ecef(roll: float, pitch: float, yaw: float, position: ArrayLike) -> FloatArray:
     """q body(FLU)->ECEF of ENU Euler angles (rad, yaw from east, CCW) at an ECEF position."""
     lat, lon, _ = ecef_to_geodetic(position)
     q_nb = quaternion.multiply(
@@ -83,7 +86,7 @@ class Initializer:
         self._sigmas[2] = yaw_sigma  # body z; near level this is yaw
         self._start = math.nan
         self._gyro_sum = np.zeros(3)
-        self._recent: deque[tuple[float, NDArray]] = deque()
+        self._recent: deque[tuple[float, FloatArray]] = deque()
         self._recent_sum = np.zeros(3)
         self._count = 0
         self._levelled = False

@@ -2,7 +2,8 @@
 
 Both integrators take bias-corrected IMU values that represent the interval
 (interval-averaged rates, or the sample at the interval midpoint) and are
-second-order accurate in attitude, velocity and position.
+second-order accurate in attitude, velocity and position. Section numbers (§) refer to
+docs/theory/trident-ekf.md.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
+from mav_geometry.arrays import FloatArray
 from mav_geometry.nilpotent import TRIDENT
 from mav_geometry.scalar import (
     Quaternion,
@@ -54,7 +56,7 @@ class _EarthIncrement:
 
 
 def _midpoint(v: Vector3, p: Vector3, cf: Vector3, dt: float) -> tuple[Vector3, Vector3, Vector3]:
-    """Midpoint velocity, position and gravity gamma(p_m) of one interval (notes 4.4 step 3)."""
+    """Midpoint velocity, position and gravity gamma(p_m) of one interval (§4.4 step 3)."""
     h = 0.5 * dt
     pm = (p[0] + h * v[0], p[1] + h * v[1], p[2] + h * v[2])
     g = gravity_xyz(*pm)
@@ -74,7 +76,7 @@ def _z_rotation_times(s: float, c: float, b: Quaternion) -> Quaternion:
 
 
 class TridentIntegrator:
-    """q_k = E q_{k-1} B (notes 4.4): body increment B, Earth increment E, then normalize."""
+    """q_k = E q_{k-1} B (§4.4): body increment B, Earth increment E, then normalize."""
 
     def __init__(self) -> None:
         self._earth = _EarthIncrement()
@@ -94,7 +96,7 @@ class TridentIntegrator:
         u = left_jacobian_apply(theta, a, b, (force[0] * hdt, force[1] * hdt, force[2] * hdt))
 
         # Earth increment E = exp(-1/2 omega_ie dt) = make(qe, ae, be) at the midpoint (v_m, p_m).
-        # J_l(-Omega dt) is kept: the notes (4.4 step 5) drop it as ~I, but on the
+        # J_l(-Omega dt) is kept: it is often dropped as ~I (§4.4 step 5), but on the
         # Omega x p term (465 m/s) that leaves ~|Omega||Omega x p| dt^2/2 per step, a
         # first-order drift of 7 cm in 300 s static at 200 Hz (0.06 mm with it).
         earth = self._earth
@@ -126,7 +128,7 @@ class TridentIntegrator:
 
 
 def normalize_trident(P: Quaternion, D1: Quaternion, D2: Quaternion) -> Trident:
-    """Nearest unit trident: ``P/|P|``, ``D_i/|P| - P (P.D_i)/|P|^3`` (notes 3.3)."""
+    """Nearest unit trident: ``P/|P|``, ``D_i/|P| - P (P.D_i)/|P|^3`` (§3.3)."""
     n2 = P[0] * P[0] + P[1] * P[1] + P[2] * P[2] + P[3] * P[3]
     inv = 1.0 / math.sqrt(n2)
     k1 = (P[0] * D1[0] + P[1] * D1[1] + P[2] * D1[2] + P[3] * D1[3]) / n2
@@ -172,7 +174,7 @@ class ConventionalIntegrator:
         return q1, v1, p1
 
 
-def trident_derivative(x: ArrayLike, omega: ArrayLike, force: ArrayLike) -> NDArray:
+def trident_derivative(x: ArrayLike, omega: ArrayLike, force: ArrayLike) -> FloatArray:
     """Right-hand side of (18)-(20): 1/2 x w_ib - 1/2 w_ie x, with g-bar = plumb-bob gamma."""
     x = np.asarray(x, dtype=float)
     _, v, p = TRIDENT.unpack(x)

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from mav_geometry import quaternion
+from mav_geometry.arrays import FloatArray, FloatVector
 from mav_geometry.scalar import multiply, to_matrix
 from trident_ekf.core.earth import OMEGA_ECEF, enu_to_ecef_rotation, geodetic_to_ecef
 from trident_ekf.core.filter import (
@@ -34,7 +35,7 @@ from trident_ekf.core.filter import (
 from trident_ekf.core.initialization import Initializer
 
 GNSS_PAIRING = 0.05  # s: a fix and a velocity closer than this form one measurement
-# Used when a message carries no covariance (notes 5.5 starting values): ENU m^2, m^2/s^2.
+# Used when a message carries no covariance (docs/theory/trident-ekf.md §5.5): ENU m^2, m^2/s^2.
 DEFAULT_FIX_COVARIANCE = np.diag([2.5**2, 2.5**2, 5.0**2])
 DEFAULT_VELOCITY_COVARIANCE = np.eye(3) * 0.2**2
 YAW_OBSERVABLE_SIGMA = math.radians(5.0)  # yaw sigma below which yaw counts as observed
@@ -64,15 +65,16 @@ class Datum:
         x, y, z, w = quaternion.from_matrix(self.enu_to_ecef)
         self._ecef_to_enu_quaternion = (-x, -y, -z, w)
 
-    def attitude_enu(self, q_body_to_ecef: NDArray) -> NDArray:
+    def attitude_enu(self, q_body_to_ecef: FloatArray) -> FloatArray:
         """q body->ENU with a non-negative scalar part (a quaternion product: converting the
         rotation matrix back costs more than the rest of an output)."""
-        q = np.array(multiply(self._ecef_to_enu_quaternion, q_body_to_ecef))
+        q = np.array(multiply(self._ecef_to_enu_quaternion, q_body_to_ecef.tolist()))
         return -q if q[3] < 0.0 else q
 
-    def position_enu(self, p_ecef: NDArray) -> NDArray:
+    def position_enu(self, p_ecef: FloatArray) -> FloatArray:
         """ENU coordinates (m): the tangent-plane rotation of p - origin (as ecef2enu)."""
-        return self.enu_to_ecef.T @ (np.asarray(p_ecef, dtype=float) - self.origin)
+        result: FloatArray = self.enu_to_ecef.T @ (np.asarray(p_ecef, dtype=float) - self.origin)
+        return result
 
 
 class OutputSchedule:
@@ -102,8 +104,8 @@ class _PendingGnss:
     and the IMU time after which it stops waiting (s)."""
 
     time: float
-    value: NDArray
-    covariance: NDArray
+    value: FloatArray
+    covariance: FloatArray
     deadline: float
 
 
@@ -147,7 +149,7 @@ class EstimationSession:
         return self.filter.initialized
 
     # ----- inputs -------------------------------------------------------------------------
-    def imu(self, stamp_ns: int, gyro: Sequence[float], accel: Sequence[float]) -> bool:
+    def imu(self, stamp_ns: int, gyro: FloatVector, accel: FloatVector) -> bool:
         """One IMU sample: stamp ns, rate rad/s and specific force m/s^2 (IMU axes, REP-145).
 
         Returns True when the running filter integrated it (then an output may be due).
@@ -228,7 +230,7 @@ class EstimationSession:
         self._pair()
         return True
 
-    def magnetometer(self, stamp_ns: int, field_T: Sequence[float],
+    def magnetometer(self, stamp_ns: int, field_T: FloatVector,
                      covariance_T2: ArrayLike) -> bool:
         """Calibrated magnetic flux density (T, IMU axes) with its 3x3 covariance (T^2)."""
         self.received["magnetometer"] += 1
@@ -257,8 +259,7 @@ class EstimationSession:
         return updates
 
     # ----- input checks and GNSS pairing ---------------------------------------------------
-    def _initializer_accepts(self, t: float, gyro: Sequence[float],
-                             accel: Sequence[float]) -> bool:
+    def _initializer_accepts(self, t: float, gyro: FloatVector, accel: FloatVector) -> bool:
         """The filter's IMU checks (finite, stamps increasing), counted, before it runs."""
         if not (math.isfinite(t) and all(math.isfinite(c) for c in (*gyro, *accel))):
             self.rejected["imu_nonfinite"] += 1
@@ -297,11 +298,12 @@ class EstimationSession:
             return
         if self.initializer.add_gnss(fix.time, fix.value, v):
             start = self.initializer.result
+            assert start is not None  # add_gnss returned True: the initial state is set
             self.filter.initialize(start.time, start.attitude, start.velocity, start.position,
                                    start.sigmas, start.gyro_bias)
 
     # ----- outputs ------------------------------------------------------------------------
-    def estimate(self) -> dict[str, NDArray]:
+    def estimate(self) -> dict[str, FloatArray]:
         """The estimate at the filter time in the ENU ``map`` frame, with covariances.
 
         position (m), velocity (m/s) ENU; attitude q body->ENU [x, y, z, w]; position_cov,
@@ -315,6 +317,8 @@ class EstimationSession:
         filter_.flush()
         q_e, v_e, p_e = filter_.nominal()
         datum = self.datum
+        if datum is None:
+            raise RuntimeError("no estimate before the first GNSS fix sets the ENU datum")
         R = datum.enu_to_ecef
         C_eb = np.array(to_matrix(tuple(q_e)))
         C_nb = R.T @ C_eb
@@ -385,6 +389,6 @@ class EstimationSession:
         return STATUS_LEVEL[status], summary, values
 
 
-def _valid_covariance(covariance: NDArray) -> bool:
+def _valid_covariance(covariance: FloatArray) -> bool:
     """Finite with a positive diagonal (a usable measurement noise)."""
     return bool(np.all(np.isfinite(covariance)) and np.all(np.diag(covariance) > 0.0))

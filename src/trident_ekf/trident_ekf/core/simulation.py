@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 from scipy.signal import lfilter
 
 from mav_geometry import quaternion
+from mav_geometry.arrays import FloatArray
 from trident_ekf.core.earth import (
     OMEGA_ECEF,
     ecef_to_geodetic,
@@ -188,7 +189,7 @@ def simulate(trajectory: Trajectory, sensors: SensorModel, duration: float,
     rng = rng or np.random.default_rng(0)
     dt = 1.0 / imu_rate
     n = round(duration * imu_rate)
-    t = np.arange(n + 1) * dt
+    t = np.arange(n + 1, dtype=np.float64) * dt
     truth = trajectory.truth(t)
     mid = trajectory.truth(t[1:] - 0.5 * dt)
     scale = 1.0 if noise else 0.0
@@ -285,7 +286,8 @@ def run(filter_: ErrorStateFilter, data: SimulatedData, start: int = 0,
     rv = np.full(3, data.sensors.gnss_velocity_sigma**2)
     r_mag = np.full(3, data.sensors.magnetometer_sigma**2)
     r_baro = data.sensors.barometer_sigma**2
-    times, errors, nees, sigmas, nis = [], [], [], [], []
+    times, errors, nees, sigmas = [], [], [], []
+    nis: list[float] = []
     position_errors, position_covariances = [], []
     for kind, index in events(data):
         if kind == "magnetometer":
@@ -328,7 +330,7 @@ def run(filter_: ErrorStateFilter, data: SimulatedData, start: int = 0,
             "position_covariance": np.array(position_covariances)}
 
 
-def start_with_error(filter_: ErrorStateFilter, data: SimulatedData, sigmas: NDArray,
+def start_with_error(filter_: ErrorStateFilter, data: SimulatedData, sigmas: FloatArray,
                      rng: np.random.Generator) -> None:
     """Initialize at the first truth sample displaced by an error drawn from N(0, sigmas).
 

@@ -1,4 +1,5 @@
-"""The trident-quaternion left-error EKF (paper sections III-IV with the notes' corrections).
+"""The trident-quaternion left-error EKF (paper sections III-IV, corrected as described in
+docs/theory/trident-ekf.md, whose section numbers (§) are cited below).
 
 Error state dx_L = [dsigma, dsigma', dsigma'', db_g, db_a]: body-frame attitude error
 (q = q_hat exp(dsigma/2)), body-frame velocity and position errors truth - estimate
@@ -15,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from mav_geometry import quaternion
+from mav_geometry.arrays import FloatArray
 from mav_geometry.nilpotent import TRIDENT
 from mav_geometry.scalar import (
     Vector3,
@@ -67,10 +69,10 @@ class TridentEKF(ErrorStateFilter):
         """The unit trident quaternion [P, D1, D2] (12 floats, scalar-last parts)."""
         return np.array(self._x)
 
-    def _set_nominal(self, q: NDArray, v: NDArray, p: NDArray) -> None:
+    def _set_nominal(self, q: FloatArray, v: FloatArray, p: FloatArray) -> None:
         self._x = tuple(float(c) for c in TRIDENT.pack(q, v, p))
 
-    def nominal(self) -> tuple[NDArray, NDArray, NDArray]:
+    def nominal(self) -> tuple[FloatArray, FloatArray, FloatArray]:
         """Unpack (17): q = P, v = 2 vec(D1 P*), p = 2 vec(D2 P*)."""
         x = self._x
         P = (x[0], x[1], x[2], x[3])
@@ -81,8 +83,8 @@ class TridentEKF(ErrorStateFilter):
     def _step(self, omega: Vector3, force: Vector3, dt: float) -> None:
         self._x = self._integrator.step(self._x, omega, force, dt)
 
-    def _fill_error_dynamics(self, F: NDArray, omega: Vector3, force: Vector3) -> None:
-        """Corrected F_L (notes 5.3): block (2,1) -[f x], block (2,3) C^T Gamma C.
+    def _fill_error_dynamics(self, F: FloatArray, omega: Vector3, force: Vector3) -> None:
+        """Corrected F_L (§5.3): block (2,1) -[f x], block (2,3) C^T Gamma C.
 
         Written entry by entry through flat indices (one numpy call): 15x15 blocks
         assigned one by one cost more than the arithmetic.
@@ -110,11 +112,11 @@ class TridentEKF(ErrorStateFilter):
             *gradient,
         ]
 
-    def _navigation_error_block(self, rotation: NDArray) -> NDArray:
+    def _navigation_error_block(self, rotation: FloatArray) -> FloatArray:
         return -rotation
 
     def _inject(self, dx: Sequence[float]) -> None:
-        """x <- x make(exp(dsigma/2), dsigma', dsigma''): right multiplication (notes 5.7)."""
+        """x <- x make(exp(dsigma/2), dsigma', dsigma''): right multiplication (§5.7)."""
         dx = [float(c) for c in dx]
         theta = (dx[0], dx[1], dx[2])
         dq, _, _ = exp_with_jacobian(theta)
@@ -126,11 +128,11 @@ class TridentEKF(ErrorStateFilter):
         a2, b2 = multiply(P, d2), multiply(x[8:12], dq)
         self._x = normalize_trident(
             multiply(P, dq),
-            tuple(a + b for a, b in zip(a1, b1, strict=True)),
-            tuple(a + b for a, b in zip(a2, b2, strict=True)),
+            (a1[0] + b1[0], a1[1] + b1[1], a1[2] + b1[2], a1[3] + b1[3]),
+            (a2[0] + b2[0], a2[1] + b2[1], a2[2] + b2[2], a2[3] + b2[3]),
         )
 
-    def _navigation_error(self, q: ArrayLike, v: ArrayLike, p: ArrayLike) -> NDArray:
+    def _navigation_error(self, q: ArrayLike, v: ArrayLike, p: ArrayLike) -> FloatArray:
         """[dsigma, dsigma', dsigma''] of this estimate relative to the truth (q, v, p)."""
         q_hat, v_hat, p_hat = self.nominal()
         C = quaternion.to_matrix(q_hat)
@@ -143,8 +145,8 @@ class TridentEKF(ErrorStateFilter):
             C.T @ (np.asarray(p, dtype=float) - p_hat),
         ])
 
-    def conventional_jacobian(self) -> NDArray:
-        """Corrected J_L^T of notes 5.6 in this filter's ordering: blkdiag(I, -C, -C, I, I
+    def conventional_jacobian(self) -> FloatArray:
+        """Corrected J_L^T of §5.6 in this filter's ordering: blkdiag(I, -C, -C, I, I
         (, I))."""
         C = quaternion.to_matrix(self.nominal()[0])
         J = np.eye(self.state_dim)

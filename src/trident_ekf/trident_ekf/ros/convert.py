@@ -1,6 +1,7 @@
 """ROS messages <-> the plain values of ``EstimationSession`` (the only place that knows both).
 
-Stamps are integer nanoseconds; vectors are tuples or numpy arrays in SI units. Inputs follow
+Stamps are integer nanoseconds (``mav_ros_common.stamps``); vectors are tuples or numpy
+arrays in SI units. Inputs follow
 REP-145 (IMU specific force, sensor frame) and sensor_msgs/NavSatFix (WGS-84, ENU covariance);
 outputs follow REP-105 (odometry pose in the ENU map frame, twist in the body frame).
 """
@@ -10,24 +11,18 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from builtin_interfaces.msg import Time
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from geometry_msgs.msg import PointStamped, TransformStamped, TwistWithCovarianceStamped
+from geometry_msgs.msg import (
+    PointStamped,
+    TransformStamped,
+    TwistWithCovarianceStamped,
+)
 from sensor_msgs.msg import MagneticField, NavSatFix
 from tf2_msgs.msg import TFMessage
 
+from mav_ros_common.stamps import from_ns
+from mav_ros_common.stamps import to_ns as stamp_ns
+
 Vector3 = tuple[float, float, float]
-_NS = 1_000_000_000
-
-
-def stamp_ns(stamp: Time) -> int:
-    """A builtin_interfaces/Time as integer nanoseconds."""
-    return stamp.sec * _NS + stamp.nanosec
-
-
-def time_message(ns: int) -> Time:
-    """Integer nanoseconds as builtin_interfaces/Time."""
-    return Time(sec=ns // _NS, nanosec=ns % _NS)
 
 
 def fix_fields(message: NavSatFix) -> dict[str, Any]:
@@ -68,7 +63,7 @@ def transform(estimate: dict[str, np.ndarray], stamp: int, frame_id: str,
               child_frame_id: str) -> TFMessage:
     """/tf message with the body pose in ``frame_id``: ``frame_id`` -> ``child_frame_id``."""
     message = TransformStamped()
-    message.header.stamp = time_message(stamp)
+    message.header.stamp = from_ns(stamp)
     message.header.frame_id = frame_id
     message.child_frame_id = child_frame_id
     t, r = message.transform.translation, message.transform.rotation
@@ -76,13 +71,3 @@ def transform(estimate: dict[str, np.ndarray], stamp: int, frame_id: str,
     r.x, r.y, r.z, r.w = estimate["attitude"].tolist()
     return TFMessage(transforms=[message])
 
-
-def diagnostics(stamp: Time, name: str, level: int, summary: str,
-                values: dict[str, str]) -> DiagnosticArray:
-    """A DiagnosticArray with one status (level 0 OK, 1 WARN, 2 ERROR) and its key/values."""
-    status = DiagnosticStatus(level=bytes([level]), name=name, message=summary,
-                              hardware_id=name)
-    status.values = [KeyValue(key=key, value=value) for key, value in values.items()]
-    message = DiagnosticArray(status=[status])
-    message.header.stamp = stamp
-    return message

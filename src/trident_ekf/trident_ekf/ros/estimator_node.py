@@ -5,6 +5,10 @@ All the estimation logic lives in ``trident_ekf.core.session`` (shared with trid
 this node declares its parameters, converts messages (``convert``) and publishes. Stamps
 come from the messages (sim time, bag replay and real drivers alike); the node clock only
 paces /diagnostics. Outputs start once the initializer has levelled the IMU and seen a fix.
+
+Run-time parameter changes (the dynamic ones of ``parameters``): the filter takes a new
+``FilterConfig`` from the next sample on (its state stays); rates, frame names, ``publish_tf``
+and the magnetometer and barometer noise hold from the next message or timer tick.
 """
 
 from __future__ import annotations
@@ -13,25 +17,30 @@ import struct
 import sys
 from typing import Any
 
-import rclpy
-from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import PointStamped, TwistWithCovarianceStamped
+from geometry_msgs.msg import (
+    PointStamped,
+    TwistWithCovarianceStamped,
+)
 from nav_msgs.msg import Odometry
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-from sensor_msgs.msg import Imu, MagneticField, NavSatFix
+from rclpy.publisher import Publisher
+from sensor_msgs.msg import (
+    Imu,
+    MagneticField,
+    NavSatFix,
+)
 from tf2_msgs.msg import TFMessage
 
+from mav_ros_common import diagnostics
+from mav_ros_common.node_main import run_node
+from mav_ros_common.parameters import ParameterError, declare_parameters
+from mav_ros_common.qos import RELIABLE_10, SENSOR_DATA, TF
 from trident_ekf.core.session import EstimationSession, OutputSchedule
 from trident_ekf.ros import convert
-from trident_ekf.ros.parameters import ParameterError, declare
+from trident_ekf.ros.parameters import FILTERS, SPECS, EstimatorSettings, estimator_settings
 from trident_ekf.tools import cdr
 
 NODE_NAME = "trident_ekf"
-TF_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
-                    durability=DurabilityPolicy.VOLATILE)
-OUTPUT_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 
 
 class EstimatorNode(Node):
@@ -41,23 +50,21 @@ class EstimatorNode(Node):
     def __init__(self, **node_kwargs: Any) -> None:
         super().__init__(NODE_NAME, **node_kwargs)
         try:
-            settings = declare(self)
+            self.parameters = declare_parameters(self, SPECS, estimator_settings)
         except ParameterError:
             self.destroy_node()
             raise
-        values = settings.values
-        self.session = EstimationSession(settings.filter, settings.initializer, settings.datum,
+        values, settings = self.parameters.values, self.parameters.settings
+        self.session = EstimationSession(FILTERS[values["filter"]](settings.filter_config),
+                                         settings.initializer, settings.datum,
                                          settings.imu_rotation)
         self._schedule = OutputSchedule(values["output_rate_hz"])
-        self._frames = (values["map_frame"], values["base_frame"])
-        self._magnetometer_sigma = values["magnetometer_sigma"]
-        self._barometer_variance = values["barometer_sigma"] ** 2
         self._announced = False
-        self._odometry = self.create_publisher(Odometry, "trident_ekf/odometry", OUTPUT_QOS)
-        self._tf = (self.create_publisher(TFMessage, "/tf", TF_QOS)
-                    if values["publish_tf"] else None)
-        self._diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", OUTPUT_QOS)
-        sensor = qos_profile_sensor_data
+        self._odometry = self.create_publisher(Odometry, "trident_ekf/odometry", RELIABLE_10)
+        self._tf: Publisher[Any] | None = None
+        self._take_values()
+        self._diagnostics = diagnostics.create_publisher(self)
+        sensor = SENSOR_DATA
         self.create_subscription(Imu, "imu/data", self._on_imu, sensor, raw=True)
         self.create_subscription(NavSatFix, "gnss/fix", self._on_fix, sensor)
         self.create_subscription(TwistWithCovarianceStamped, "gnss/vel", self._on_velocity,
@@ -68,11 +75,38 @@ class EstimatorNode(Node):
         if values["use_barometer"]:
             self.create_subscription(PointStamped, "barometer/height", self._on_barometer,
                                      sensor)
-        self.create_timer(1.0 / values["diagnostics_rate_hz"], self.publish_diagnostics)
+        self._diagnostics_timer = self.create_timer(1.0 / values["diagnostics_rate_hz"],
+                                                    self.publish_diagnostics)
         self.get_logger().info(
             f"{values['filter']} filter; waiting for {values['level_duration_s']} s of static "
             f"IMU and a GNSS fix; outputs at {values['output_rate_hz']} Hz in "
             f"'{self._frames[0]}' -> '{self._frames[1]}'")
+        self.parameters.enable_updates(self._apply)
+
+    # ----- run-time parameter changes -----------------------------------------------------
+    def _take_values(self) -> None:
+        """Frames, sensor noise and the /tf publisher from the current values."""
+        values = self.parameters.values
+        self._frames: tuple[str, str] = (values["map_frame"], values["base_frame"])
+        self._magnetometer_sigma: float = values["magnetometer_sigma"]
+        self._barometer_variance: float = values["barometer_sigma"] ** 2
+        if values["publish_tf"] and self._tf is None:
+            self._tf = self.create_publisher(TFMessage, "/tf", TF)
+        elif not values["publish_tf"] and self._tf is not None:
+            self.destroy_publisher(self._tf)
+            self._tf = None
+
+    def _apply(self, settings: EstimatorSettings, changed: frozenset[str]) -> None:
+        """Make accepted parameter changes take effect (between two callbacks)."""
+        if settings.filter_config != self.session.filter.config:
+            self.session.filter.set_config(settings.filter_config)
+        if "output_rate_hz" in changed:
+            self._schedule = OutputSchedule(self.parameters["output_rate_hz"])
+        if "diagnostics_rate_hz" in changed:
+            self._diagnostics_timer.timer_period_ns = round(
+                1e9 / self.parameters["diagnostics_rate_hz"])
+            self._diagnostics_timer.reset()  # the new period counts from now
+        self._take_values()
 
     # ----- inputs -------------------------------------------------------------------------
     def _on_imu(self, data: bytes) -> None:
@@ -95,9 +129,10 @@ class EstimatorNode(Node):
 
     def _announce_start(self) -> None:
         """Log once when the initializer starts the filter (only GNSS input can start it)."""
-        if self.session.started and not self._announced:
+        datum_set = self.session.datum  # set at the latest by the fix that starts the filter
+        if self.session.started and not self._announced and datum_set is not None:
             self._announced = True
-            datum = ", ".join(f"{c:.7g}" for c in self.session.datum.geodetic)
+            datum = ", ".join(f"{c:.7g}" for c in datum_set.geodetic)
             self.get_logger().info(f"initialized; map datum ({datum}); publishing odometry")
 
     def _on_magnetometer(self, message: MagneticField) -> None:
@@ -119,26 +154,14 @@ class EstimatorNode(Node):
         self.session.drain_updates()
         level, summary, values = self.session.diagnostics()
         stamp = self.get_clock().now().to_msg()
-        self._diagnostics.publish(convert.diagnostics(stamp, NODE_NAME, level, summary, values))
+        self._diagnostics.publish(diagnostics.diagnostic_array(
+            stamp, diagnostics.status(NODE_NAME, level, summary, values)))
 
 
 def main(args: list[str] | None = None) -> int:
-    """Run the node until shutdown (Ctrl-C or the launch system); 1 on a bad parameter."""
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = EstimatorNode()
-        rclpy.spin(node)
-    except ParameterError as error:
-        print(f"{NODE_NAME}: {error}", file=sys.stderr)
-        return 1
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    """Run the node until shutdown (Ctrl-C or the launch system); exit codes as
+    ``mav_ros_common.node_main`` (2 on a bad parameter)."""
+    return run_node(EstimatorNode, args, name=NODE_NAME)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,16 @@
-"""rosbag2 (MCAP) reading and writing with rosbags: the standard messages the tools use."""
+"""rosbag2 (MCAP) reading and writing with rosbags: the standard messages the tools use.
+
+A bag is a rosbag2 directory ``NAME/`` holding ``NAME_0.mcap`` and ``metadata.yaml``, the
+layout ``ros2 bag record -s mcap`` produces. It is written into a hidden staging directory
+next to it and moved into place only once complete, so a failed run leaves no partial bag.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -11,6 +20,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
+
+from mav_geometry.arrays import FloatVector
 
 TYPESTORE = get_typestore(Stores.ROS2_JAZZY)
 IMU = "sensor_msgs/msg/Imu"
@@ -30,7 +41,7 @@ def _header(stamp_ns: int, frame_id: str) -> Any:
         frame_id=frame_id)
 
 
-def _vector(v: ArrayLike) -> Any:
+def _vector(v: FloatVector) -> Any:
     x, y, z = (float(c) for c in v)
     return _T["geometry_msgs/msg/Vector3"](x=x, y=y, z=z)
 
@@ -40,7 +51,8 @@ def stamp_ns(message: Any) -> int:
     return int(message.header.stamp.sec) * 10**9 + int(message.header.stamp.nanosec)
 
 
-def imu_message(stamp: int, gyro: ArrayLike, accel: ArrayLike, frame_id: str = "imu_link") -> Any:
+def imu_message(stamp: int, gyro: FloatVector, accel: FloatVector,
+                frame_id: str = "imu_link") -> Any:
     """sensor_msgs/Imu: rate rad/s and specific force m/s^2 (FLU); orientation absent (-1)."""
     no_orientation = np.zeros(9)
     no_orientation[0] = -1.0
@@ -63,7 +75,7 @@ def navsatfix_message(stamp: int, latitude: float, longitude: float, altitude: f
                          position_covariance_type=2)
 
 
-def twist_message(stamp: int, velocity_enu: ArrayLike, covariance_enu: ArrayLike,
+def twist_message(stamp: int, velocity_enu: FloatVector, covariance_enu: ArrayLike,
                   frame_id: str = "gnss_link") -> Any:
     """TwistWithCovarianceStamped: ENU velocity m/s, linear covariance 3x3 m^2/s^2."""
     covariance = np.zeros((6, 6))
@@ -75,8 +87,9 @@ def twist_message(stamp: int, velocity_enu: ArrayLike, covariance_enu: ArrayLike
                          twist=twist, covariance=covariance.reshape(36)))
 
 
-def odometry_message(stamp: int, position: ArrayLike, q_xyzw: ArrayLike,
-                     pose_covariance: ArrayLike, linear_body: ArrayLike, angular_body: ArrayLike,
+def odometry_message(stamp: int, position: FloatVector, q_xyzw: FloatVector,
+                     pose_covariance: ArrayLike, linear_body: FloatVector,
+                     angular_body: FloatVector,
                      twist_covariance: ArrayLike, frame_id: str = "map",
                      child_frame_id: str = "base_link") -> Any:
     """nav_msgs/Odometry: pose in ``frame_id``, twist in the child (body) frame, 6x6 covariances
@@ -96,7 +109,7 @@ def odometry_message(stamp: int, position: ArrayLike, q_xyzw: ArrayLike,
             twist=twist, covariance=np.asarray(twist_covariance, dtype=float).reshape(36)))
 
 
-def vector_message(stamp: int, vector: ArrayLike, frame_id: str = "base_link") -> Any:
+def vector_message(stamp: int, vector: FloatVector, frame_id: str = "base_link") -> Any:
     return _T[VECTOR](header=_header(stamp, frame_id), vector=_vector(vector))
 
 
@@ -109,22 +122,118 @@ def diagnostics_message(stamp: int, name: str, level: int, message: str,
     return _T[DIAGNOSTICS](header=_header(stamp, ""), status=[status])
 
 
-class BagWriter:
-    """rosbag2 MCAP writer that registers a topic on its first message."""
+MCAP_SUFFIX = ".mcap"
 
-    def __init__(self, path: Path) -> None:
-        if path.exists():
-            raise ValueError(f"output bag {path} already exists; choose another --output")
-        self._writer = Writer(path, version=8, storage_plugin=StoragePlugin.MCAP)
+
+class OutputExistsError(ValueError):
+    """The output bag exists and may not (or cannot safely) be replaced."""
+
+
+def bag_directory(path: Path) -> Path:
+    """The rosbag2 directory an ``--output`` argument names: ``NAME.mcap`` means ``NAME/``
+    (an output is a directory, not a single MCAP file)."""
+    return path.with_suffix("") if path.suffix.lower() == MCAP_SUFFIX else path
+
+
+def storage_file(directory: Path) -> Path:
+    """The MCAP file inside a bag written by ``BagWriter``: ``NAME/NAME_0.mcap``."""
+    return directory / f"{directory.name}_0{MCAP_SUFFIX}"
+
+
+def bag_input(path: Path) -> Path | None:
+    """The rosbag2 directory an input argument names, or None: the directory itself, the
+    directory of a storage file inside it (``NAME/NAME_0.mcap``), or ``NAME/`` for a
+    ``NAME.mcap`` that does not exist (what ``--output NAME.mcap`` wrote)."""
+    if path.is_dir():
+        return path
+    if path.is_file() and (path.parent / "metadata.yaml").is_file():
+        return path.parent
+    directory = bag_directory(path)
+    if directory != path and not path.exists() and (directory / "metadata.yaml").is_file():
+        return directory
+    return None
+
+
+def _replaceable(path: Path) -> bool:
+    """A rosbag2 directory (has metadata.yaml) or an empty directory: what --force removes."""
+    return path.is_dir() and (
+        (path / "metadata.yaml").is_file() or not any(path.iterdir()))
+
+
+def check_output(path: Path, overwrite: bool = False) -> None:
+    """Raise ``OutputExistsError`` unless a bag may be written at ``path``: it must not
+    exist, or ``overwrite`` is set and it is a bag directory (or empty)."""
+    if not (path.exists() or path.is_symlink()):
+        return
+    if not overwrite:
+        raise OutputExistsError(f"output {path} already exists; use --force to replace it "
+                                "or choose another --output")
+    if not _replaceable(path):
+        raise OutputExistsError(f"output {path} exists and is not a rosbag2 directory (no "
+                                "metadata.yaml); --force only replaces bags, so remove it "
+                                "yourself or choose another --output")
+
+
+class BagWriter:
+    """rosbag2 MCAP writer that registers a topic on its first message.
+
+    ``path`` is the bag directory (see ``bag_directory`` for a ``.mcap`` argument). It must
+    not exist unless ``overwrite`` is set, in which case an existing bag there is replaced
+    when the new one is complete (``check_output``)."""
+
+    def __init__(self, path: Path, overwrite: bool = False) -> None:
+        self.path = Path(os.path.abspath(path))
+        if not self.path.name:
+            raise ValueError(f"output {path} does not name a directory to create")
+        self._overwrite = overwrite
+        check_output(self.path, overwrite)
+        self._staging: Path | None = None
+        self._writer: Writer | None = None
         self._connections: dict[str, Any] = {}
 
     def __enter__(self) -> BagWriter:
-        self._writer.open()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._staging = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".partial",
+                                              dir=self.path.parent))
+        # rosbags names the storage file after its directory: stage as NAME_0/NAME_0.mcap,
+        # then move the directory to NAME (metadata.yaml only names the file).
+        self._writer = Writer(self._staging / storage_file(self.path).stem, version=8,
+                              storage_plugin=StoragePlugin.MCAP)
+        try:
+            self._writer.open()
+        except BaseException:
+            shutil.rmtree(self._staging, ignore_errors=True)
+            raise
         return self
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        self._writer.close()
+        assert self._writer is not None
+        assert self._staging is not None
+        try:
+            if kind is None:
+                self._writer.close()
+                self._install(self._staging / storage_file(self.path).stem)
+            else:  # the bag is discarded: only release the file
+                with contextlib.suppress(Exception):
+                    self._writer.close()
+        finally:
+            shutil.rmtree(self._staging, ignore_errors=True)
+
+    def _install(self, bag: Path) -> None:
+        """Move the finished bag to ``self.path``. An old bag there is first moved aside into
+        the staging directory (deleted afterwards) and put back if the move fails."""
+        check_output(self.path, self._overwrite)  # again: it may have appeared meanwhile
+        aside = None
+        if self.path.exists() or self.path.is_symlink():
+            aside = bag.parent / "replaced"
+            os.replace(self.path, aside)
+        try:
+            os.replace(bag, self.path)
+        except OSError:
+            if aside is not None:
+                os.replace(aside, self.path)
+            raise
 
     def write(self, topic: str, msgtype: str, stamp: int, message: Any) -> None:
         self.write_cdr(topic, msgtype, stamp, TYPESTORE.serialize_cdr(message, msgtype))
@@ -132,6 +241,7 @@ class BagWriter:
     def write_cdr(self, topic: str, msgtype: str, stamp: int,
                   data: bytes | memoryview) -> None:
         """Write an already serialized (CDR) message."""
+        assert self._writer is not None, "BagWriter is used as a context manager"
         connection = self._connections.get(topic)
         if connection is None:
             connection = self._writer.add_connection(topic, msgtype, typestore=TYPESTORE)

@@ -18,7 +18,9 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
+
+from mav_geometry.arrays import FloatArray
 
 _PAYLOAD = 4  # encapsulation header size
 _LITTLE_ENDIAN = b"\x00\x01\x00\x00"
@@ -68,7 +70,7 @@ def decode_imu(raw: bytes | memoryview) -> ImuSample:
                      struct.unpack_from(vector, raw, body + 8 * _IMU_ACCEL))
 
 
-def decode_odometry(raw: bytes | memoryview) -> tuple[int, NDArray]:
+def decode_odometry(raw: bytes | memoryview) -> tuple[int, FloatArray]:
     """Stamp (ns) and the ``ODOMETRY_DOUBLES`` doubles of a nav_msgs/Odometry (index them
     with ``POSITION``, ``ORIENTATION``, ...)."""
     stamp, body, order = _read_head(raw, 2)
@@ -77,7 +79,7 @@ def decode_odometry(raw: bytes | memoryview) -> tuple[int, NDArray]:
 
 
 def encode_odometry(stamp: int, frame_id: str, child_frame_id: str,
-                    estimate: Mapping[str, NDArray]) -> bytes:
+                    estimate: Mapping[str, FloatArray]) -> bytes:
     """nav_msgs/Odometry CDR of an ``EstimationSession.estimate()``: pose in ``frame_id``
     (ENU), twist in ``child_frame_id`` (body), 6x6 covariances (x, y, z, rot x, y, z)."""
     values = np.empty(ODOMETRY_DOUBLES)

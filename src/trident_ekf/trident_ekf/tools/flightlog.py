@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -22,6 +23,8 @@ from trident_ekf.tools import bagio
 from trident_ekf.tools.frames import attitude_ned_frd_to_enu_flu, frd_to_flu, ned_to_enu
 
 Array = NDArray[np.float64]
+_Record = dict[str, Any]
+"""One DataFlash message as pymavlink's ``to_dict()`` gives it (untyped): field -> value."""
 MIN_SPEED_SIGMA = 0.05  # m/s: floor for receivers that report zero speed accuracy
 
 
@@ -136,9 +139,9 @@ def read_px4(path: Path) -> FlightLog:
         reference_attitude=attitude_ned_frd_to_enu_flu(quaternions), datum=datum)
 
 
-def _dataflash_messages(path: Path, kinds: list[str]) -> dict[str, list[dict]]:
+def _dataflash_messages(path: Path, kinds: list[str]) -> dict[str, list[_Record]]:
     connection = mavutil.mavlink_connection(str(path))
-    messages: dict[str, list[dict]] = {kind: [] for kind in kinds}
+    messages: dict[str, list[_Record]] = {kind: [] for kind in kinds}
     while (message := connection.recv_match(type=kinds)) is not None:
         messages[message.get_type()].append(message.to_dict())
     for kind in ("IMU", "GPS", "EKF1"):
@@ -147,7 +150,7 @@ def _dataflash_messages(path: Path, kinds: list[str]) -> dict[str, list[dict]]:
     return messages
 
 
-def _field(rows: list[dict], *names: str) -> Array:
+def _field(rows: list[_Record], *names: str) -> Array:
     return np.array([[row[n] for n in names] for row in rows], dtype=float)
 
 
@@ -161,7 +164,8 @@ def read_px4_replay_csv(path: Path) -> FlightLog:
     """PX4 EKF2 replay inputs (``t_us,kind,values`` rows: ``imu`` accel then gyro, FRD;
     ``gps`` alt mm, lon and lat 1e-7 deg, NED velocity m/s) plus, when present next to it,
     the matching ``test_change_indication_*.csv`` EKF2 states as the reference (origin
-    aligned to the GNSS track). No receiver accuracy is logged: notes 5.5 defaults."""
+    aligned to the GNSS track). No receiver accuracy is logged: defaults as in
+    docs/theory/trident-ekf.md §5.5."""
     rows: dict[str, list[list[float]]] = {"imu": [], "gps": []}
     for line in path.read_text().splitlines():
         fields_ = line.split(",")
@@ -216,7 +220,7 @@ def read_dataflash(path: Path) -> FlightLog:
     speed, course, down = _field(gps, "Spd", "GCrs", "VZ").T
     course = np.radians(course)
     velocity = ned_to_enu(np.stack([speed * np.cos(course), speed * np.sin(course), down], -1))
-    sigma = np.tile([2.5, 4.0, 0.3], (len(gps), 1))  # notes 5.5 defaults without UBX3
+    sigma = np.tile([2.5, 4.0, 0.3], (len(gps), 1))  # trident-ekf.md §5.5 defaults without UBX3
     if messages["UBX3"]:
         accuracy_time = _field(messages["UBX3"], "TimeMS")[:, 0] * 1e-3
         accuracy = _field(messages["UBX3"], "hAcc", "vAcc", "sAcc")
@@ -258,15 +262,18 @@ def read_log(path: Path) -> FlightLog:
 
 
 def write_bag(log: FlightLog, output: Path,
-              progress: Callable[[float], None] = lambda fraction: None) -> dict[str, int]:
-    """Write /imu/data, /gnss/fix, /gnss/vel and /reference/odometry; returns counts."""
+              progress: Callable[[float], None] = lambda fraction: None,
+              overwrite: bool = False) -> dict[str, int]:
+    """Write /imu/data, /gnss/fix, /gnss/vel and /reference/odometry into the rosbag2
+    directory ``output`` (``bagio.BagWriter``: replaced only with ``overwrite``); returns
+    the message counts."""
     events = sorted(
         [(t, 0, i) for i, t in enumerate(log.gnss_time)]
         + [(t, 1, i) for i, t in enumerate(log.reference_time)]
         + [(t, 2, i) for i, t in enumerate(log.imu_time)])
     counts = {"/imu/data": 0, "/gnss/fix": 0, "/gnss/vel": 0, "/reference/odometry": 0}
     no_twist = np.zeros((6, 6))
-    with bagio.BagWriter(output) as writer:
+    with bagio.BagWriter(output, overwrite) as writer:
         for n, (t, kind, i) in enumerate(events):
             stamp = round(t * 1e9)
             if kind == 2:
@@ -275,8 +282,9 @@ def write_bag(log: FlightLog, output: Path,
                 counts["/imu/data"] += 1
             elif kind == 0:
                 horizontal, vertical, speed = log.gnss_sigma[i]
+                latitude, longitude, height = log.gnss_geodetic[i]
                 writer.write("/gnss/fix", bagio.NAVSATFIX, stamp, bagio.navsatfix_message(
-                    stamp, *log.gnss_geodetic[i],
+                    stamp, latitude, longitude, height,
                     np.diag([horizontal**2, horizontal**2, vertical**2])))
                 writer.write("/gnss/vel", bagio.TWIST, stamp, bagio.twist_message(
                     stamp, log.gnss_velocity_enu[i], np.eye(3) * speed**2))

@@ -14,7 +14,8 @@ FLU_TO_FRD = np.diag([1.0, -1.0, -1.0])
 
 def frd_to_flu(vectors: ArrayLike) -> NDArray[np.float64]:
     """Body vectors (..., 3) from FRD to FLU axes."""
-    return np.asarray(vectors, dtype=float) * np.array([1.0, -1.0, -1.0])
+    result: NDArray[np.float64] = np.asarray(vectors, dtype=float) * np.array([1.0, -1.0, -1.0])
+    return result
 
 
 def ned_to_enu(vectors: ArrayLike) -> NDArray[np.float64]:

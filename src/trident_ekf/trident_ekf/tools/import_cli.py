@@ -6,17 +6,30 @@ import argparse
 import sys
 from pathlib import Path
 
+from trident_ekf.tools import bagio
 from trident_ekf.tools.flightlog import read_log, write_bag
 
-DESCRIPTION = """Convert a PX4 ULog (.ulg, or a folder of its ulog2csv export), a PX4 EKF2
-replay CSV (test_replay_data_*.csv) or an ArduPilot DataFlash (.bin) log into a rosbag2 MCAP
-with /imu/data (sensor_msgs/Imu, FLU body, rad/s and specific force m/s^2), /gnss/fix
-(NavSatFix, degrees, ellipsoidal height m, ENU covariance m^2 from the receiver accuracy),
-/gnss/vel (TwistWithCovarianceStamped, ENU m/s) and /reference/odometry (the autopilot's own
-estimate as nav_msgs/Odometry in an ENU 'map' frame whose datum is the first 3D GNSS fix,
-FLU body). Stamps are the log clock (s since boot). DataFlash and EKF2 replay logs have no
-ellipsoidal height (MSL is used) and no estimator origin (the reference is aligned to the
-GNSS track)."""
+DESCRIPTION = """\
+Convert a PX4 ULog (.ulg, or a folder of its ulog2csv export), a PX4 EKF2 replay CSV
+(test_replay_data_*.csv) or an ArduPilot DataFlash (.bin) log into a rosbag2 bag (MCAP
+storage) with /imu/data (sensor_msgs/Imu, FLU body, rad/s and specific force m/s^2),
+/gnss/fix (NavSatFix, degrees, ellipsoidal height m, ENU covariance m^2 from the receiver
+accuracy), /gnss/vel (TwistWithCovarianceStamped, ENU m/s) and /reference/odometry (the
+autopilot's own estimate as nav_msgs/Odometry in an ENU 'map' frame whose datum is the
+first 3D GNSS fix, FLU body). Stamps are the log clock (s since boot). DataFlash and EKF2
+replay logs have no ellipsoidal height (MSL is used) and no estimator origin (the
+reference is aligned to the GNSS track)."""
+
+EPILOG = """output layout (as ros2 bag record writes it):
+  --output BAG      writes the directory BAG/ with BAG/BAG_0.mcap and BAG/metadata.yaml;
+                    give BAG to ros2 bag play/info or trident-replay.
+  --output BAG.mcap is read as --output BAG (a note says so): the output is a directory.
+  The bag is written next to BAG under a hidden name and moved into place when complete.
+
+exit status:
+  0  bag written
+  1  the log cannot be read (unsupported format, missing topics, no 3D GNSS fix)
+  2  usage error, or the output exists (without --force, or not a bag directory)"""
 
 
 def _progress(fraction: float) -> None:
@@ -24,17 +37,31 @@ def _progress(fraction: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="trident-import", description=DESCRIPTION)
+    parser = argparse.ArgumentParser(prog="trident-import", description=DESCRIPTION,
+                                     epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("log", type=Path,
                         help="flight log (.ulg, .bin, ulog2csv folder or EKF2 replay .csv)")
-    parser.add_argument("--output", type=Path, required=True,
-                        help="rosbag2 directory to create (must not exist)")
+    parser.add_argument("--output", type=Path, required=True, metavar="BAG",
+                        help="rosbag2 directory to create (BAG/BAG_0.mcap + metadata.yaml); "
+                             "must not exist unless --force")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing output bag (a directory with metadata.yaml, "
+                             "or an empty one); anything else is never deleted")
     args = parser.parse_args(argv)
     if not args.log.exists():
         parser.error(f"no such log: {args.log}")
+    output = bagio.bag_directory(args.output)
+    if output != args.output:
+        print(f"note: --output names a rosbag2 directory; writing {output}/ "
+              f"({bagio.storage_file(output).name} and metadata.yaml)", file=sys.stderr)
     try:
+        bagio.check_output(output, args.force)
         log = read_log(args.log)
-        counts = write_bag(log, args.output, _progress)
+        counts = write_bag(log, output, _progress, overwrite=args.force)
+    except bagio.OutputExistsError as error:
+        print(f"\ntrident-import: error: {error}", file=sys.stderr)
+        return 2
     except ValueError as error:
         print(f"\ntrident-import: {error}", file=sys.stderr)
         return 1
@@ -42,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     duration = log.imu_time[-1] - log.imu_time[0]
     if log.reference_time.size == 0:
         print("note: the log has no onboard estimate; no /reference/odometry written")
-    print(f"{args.output}: {duration:.1f} s of log, datum {log.datum[0]:.7f} deg, "
+    print(f"{output}: {duration:.1f} s of log, datum {log.datum[0]:.7f} deg, "
           f"{log.datum[1]:.7f} deg, {log.datum[2]:.2f} m")
     for topic, count in counts.items():
         print(f"  {topic}: {count} messages")

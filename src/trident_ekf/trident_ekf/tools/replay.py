@@ -1,5 +1,9 @@
 """trident-replay: run the estimator over a rosbag2 as fast as possible and record its output.
 
+The output bag has the live node's topics: /trident_ekf/odometry, the biases and the
+per-update diagnostics on /diagnostics (``mav_ros_common.diagnostics.DIAGNOSTICS_TOPIC``,
+the estimator node's topic).
+
 Streaming: messages are read, fused and written one at a time; only the report keeps a
 series, decimated to at most ``REPORT_RATE`` Hz. The high-rate messages (IMU and reference
 odometry in, odometry and biases out) go through ``cdr`` rather than rosbags' objects.
@@ -16,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from mav_geometry import quaternion
+from mav_geometry.arrays import FloatArray
+from mav_ros_common.diagnostics import DIAGNOSTICS_TOPIC
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
 from trident_ekf.core.filter import ErrorStateFilter
 from trident_ekf.core.initialization import Initializer
@@ -68,7 +73,7 @@ class ReplaySession:
                               covariance)
         self._write_updates()
 
-    def reference(self, stamp: int, values: NDArray) -> None:
+    def reference(self, stamp: int, values: FloatArray) -> None:
         """nav_msgs/Odometry as ``cdr.decode_odometry`` gives it."""
         if not self.session.started:
             return
@@ -88,7 +93,7 @@ class ReplaySession:
             if self.writer is not None:
                 stamp = round(update.time * 1e9)
                 level, summary, values = self.session.diagnostics(update)
-                self.writer.write("/trident_ekf/diagnostics", bagio.DIAGNOSTICS, stamp,
+                self.writer.write(DIAGNOSTICS_TOPIC, bagio.DIAGNOSTICS, stamp,
                                   bagio.diagnostics_message(stamp, "trident_ekf", level,
                                                             summary, values))
 
@@ -106,7 +111,7 @@ class ReplaySession:
                     self.writer.write_cdr(f"/trident_ekf/{name}", bagio.VECTOR, stamp,
                                           cdr.encode_stamped(stamp, ("base_link",),
                                                              estimate[name]))
-        if not due_output:
+        if not due_output or self.writer is None:
             return
         self.writer.write_cdr("/trident_ekf/odometry", bagio.ODOMETRY, stamp,
                               cdr.encode_odometry(stamp, "map", "base_link", estimate))
@@ -114,8 +119,10 @@ class ReplaySession:
 
 def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
            config: FilterConfig, initializer: Initializer, output_rate: float,
-           report: Path | None) -> dict:
-    """Run one bag through the filter; returns the summary (and writes bag and report)."""
+           report: Path | None, overwrite: bool = False) -> dict[str, Any]:
+    """Run one bag through the filter; returns the summary (and writes bag and report).
+    ``output`` is a rosbag2 directory (``bagio.BagWriter``, replaced only with
+    ``overwrite``)."""
     types = bagio.topic_types(bag)
     for name, topic in (("imu", topics.imu), ("fix", topics.fix)):
         if topic not in types:
@@ -127,7 +134,7 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
     total = sum(types[t][1] for t in (topics.imu, topics.fix, topics.vel, topics.reference)
                 if t in types)
     started = time.perf_counter()
-    writer = bagio.BagWriter(output) if output is not None else None
+    writer = bagio.BagWriter(output, overwrite) if output is not None else None
     with writer if writer is not None else _NullContext():
         session = ReplaySession(filter_, initializer, writer, output_rate)
         handlers = {topics.fix: session.fix, topics.vel: session.velocity}
@@ -172,10 +179,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="trident-replay",
         description="Run the trident-quaternion EKF over a rosbag2 (IMU + GNSS) as fast as "
                     "possible; write /trident_ekf/odometry (ENU 'map' at the first GNSS fix, "
-                    "FLU body, covariances filled), bias and diagnostics topics, and optionally "
-                    "a Markdown/JSON report with PNG plots against the reference odometry.")
-    parser.add_argument("bag", type=Path, help="input rosbag2 directory (e.g. from trident-import)")
-    parser.add_argument("--output", type=Path, help="output rosbag2 (MCAP) directory to create")
+                    "FLU body, covariances filled), /trident_ekf/gyro_bias, "
+                    f"/trident_ekf/accel_bias and {DIAGNOSTICS_TOPIC} (as the live node), and "
+                    "optionally a Markdown/JSON report with PNG plots against the reference "
+                    "odometry. Exit status: 0 done, 1 the bag lacks a needed topic, 2 usage "
+                    "error or the output exists.")
+    parser.add_argument("bag", type=Path,
+                        help="input rosbag2 directory (e.g. from trident-import); its "
+                             "NAME_0.mcap file, or NAME.mcap for NAME/, are accepted too")
+    parser.add_argument("--output", type=Path, metavar="BAG",
+                        help="output rosbag2 directory to create: BAG/BAG_0.mcap + "
+                             "metadata.yaml (BAG.mcap is read as BAG); must not exist unless "
+                             "--force")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing --output bag (a directory with "
+                             "metadata.yaml, or an empty one)")
     parser.add_argument("--imu-topic", default=Topics.imu, help="sensor_msgs/Imu topic")
     parser.add_argument("--fix-topic", default=Topics.fix, help="sensor_msgs/NavSatFix topic")
     parser.add_argument("--vel-topic", default=Topics.vel,
@@ -207,14 +225,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--report", type=Path,
                         help="directory for the report (Markdown, JSON, PNG)")
     args = parser.parse_args(argv)
-    if not args.bag.exists():
-        parser.error(f"no such bag: {args.bag}")
+    bag = bagio.bag_input(args.bag)
+    if bag is None:
+        parser.error(f"{args.bag} is not a rosbag2 directory (make one from a flight log "
+                     "with trident-import)" if args.bag.exists() else f"no such bag: {args.bag}")
+    if bag != args.bag:
+        print(f"note: reading the rosbag2 directory {bag}", file=sys.stderr)
+        args.bag = bag
+    if args.output is not None:
+        output = bagio.bag_directory(args.output)
+        if output != args.output:
+            print(f"note: --output names a rosbag2 directory; writing {output}/ "
+                  f"({bagio.storage_file(output).name} and metadata.yaml)", file=sys.stderr)
+            args.output = output
+        try:
+            bagio.check_output(args.output, args.force)
+        except bagio.OutputExistsError as error:
+            parser.error(str(error))
     if not args.output_rate > 0.0:
         parser.error(f"--output-rate must be > 0 Hz, got {args.output_rate}")
     return args
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Replay as ``args`` (from ``parse_args``) say; returns the summary."""
     initializer = Initializer(level_duration=args.level_duration,
                               yaw=None if args.yaw is None else math.radians(args.yaw))
@@ -224,13 +257,17 @@ def run(args: argparse.Namespace) -> dict:
                           lever_arm=tuple(args.lever_arm))
     return replay(args.bag, args.output, Topics(args.imu_topic, args.fix_topic,
                                                 args.vel_topic, args.reference_topic),
-                  args.filter, config, initializer, args.output_rate, args.report)
+                  args.filter, config, initializer, args.output_rate, args.report,
+                  args.force)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         summary = run(args)
+    except bagio.OutputExistsError as error:  # appeared while replaying
+        print(f"trident-replay: error: {error}", file=sys.stderr)
+        return 2
     except ValueError as error:
         print(f"trident-replay: {error}", file=sys.stderr)
         return 1

@@ -12,13 +12,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from numpy.typing import NDArray
 from scipy.stats import chi2
 
+from mav_geometry.arrays import FloatArray
 from trident_ekf.tools.frames import euler_enu
 
 
-def _wrap(angle: NDArray) -> NDArray:
+def _wrap(angle: FloatArray) -> FloatArray:
     return (angle + np.pi) % (2.0 * np.pi) - np.pi
 
 
@@ -31,7 +31,7 @@ class ReportSeries:
         self.nis: list[tuple[float, float, int, bool]] = []
         self.last_estimate_time = -math.inf
 
-    def add_estimate(self, t: float, estimate: dict[str, NDArray]) -> None:
+    def add_estimate(self, t: float, estimate: dict[str, FloatArray]) -> None:
         self.last_estimate_time = t
         self.estimates.append({
             "time": t, "position": estimate["position"], "velocity": estimate["velocity"],
@@ -40,8 +40,8 @@ class ReportSeries:
             "gyro_bias": estimate["gyro_bias"], "accel_bias": estimate["accel_bias"],
             "bias_sigma": estimate["bias_sigma"]})
 
-    def add_reference(self, t: float, position: Any, velocity: Any, q: NDArray,
-                      estimate: dict[str, NDArray]) -> None:
+    def add_reference(self, t: float, position: Any, velocity: Any, q: FloatArray,
+                      estimate: dict[str, FloatArray]) -> None:
         """Compare the estimate at (up to one IMU interval before) ``t`` with the reference."""
         self.comparisons.append({
             "time": t, "reference_position": np.asarray(position, dtype=float),
@@ -54,7 +54,7 @@ class ReportSeries:
     def add_nis(self, t: float, nis: float, dof: int, accepted: bool) -> None:
         self.nis.append((t, nis, dof, accepted))
 
-    def _stack(self, rows: list[dict[str, Any]], key: str) -> NDArray:
+    def _stack(self, rows: list[dict[str, Any]], key: str) -> FloatArray:
         return np.array([row[key] for row in rows])
 
     def summary(self) -> dict[str, Any]:

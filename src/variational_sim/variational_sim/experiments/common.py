@@ -1,4 +1,4 @@
-"""Shared pieces of the experiment scripts: output folder, figure backend, pose hold."""
+"""Shared pieces of the experiment scripts: the robot, output folder, figure backend, pose hold."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import matplotlib
 import numpy as np
 
 from mav_geometry.arrays import FloatArray
+from mav_ros_common.resources import find_named_file
+from variational_sim.multibody.hopper import load_hopper
 from variational_sim.multibody.integrator import MultibodyState
 from variational_sim.multibody.kinematics import joint_angle
 from variational_sim.multibody.mechanism import Mechanism
@@ -24,6 +26,11 @@ def parser(description: str) -> argparse.ArgumentParser:
     result.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT,
                         help=f"folder for the PNG plots (default {DEFAULT_OUTPUT})")
     return result
+
+
+def fly_hopper() -> Mechanism:
+    """The Fly-Hopper robot file installed with the bringup (``config/robots``)."""
+    return load_hopper(find_named_file("fly_hopper", "robots"))
 
 
 def output_dir(path: Path) -> Path:

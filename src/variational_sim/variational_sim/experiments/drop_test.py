@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import numpy as np
 
-from variational_sim.experiments.common import hold_commands, output_dir, parser
+from variational_sim.experiments.common import fly_hopper, hold_commands, output_dir, parser
 from variational_sim.multibody.contact import (
     DEFAULT_OPTIONS,
     ContactVariationalMultibody,
@@ -26,7 +26,6 @@ from variational_sim.multibody.contact import (
 )
 from variational_sim.multibody.hopper import (
     NOMINAL_ANGLES_DEG,
-    load_hopper,
     nominal_configuration,
     with_vertical_guide,
 )
@@ -56,7 +55,7 @@ class DropResult:
 def simulate(step: float = 0.002, duration: float = 1.5,
              options: InteriorPointOptions = DEFAULT_OPTIONS) -> DropResult:
     """Run the drop test (``options``: the contact solver's switches)."""
-    hopper = with_vertical_guide(load_hopper())
+    hopper = with_vertical_guide(fly_hopper())
     integrator = ContactVariationalMultibody(hopper, step, motor_commands=True,
                                              speed_feedback=SPEED_FEEDBACK, options=options)
     positions, quaternions = nominal_configuration(hopper)

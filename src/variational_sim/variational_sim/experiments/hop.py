@@ -20,14 +20,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from mav_geometry.arrays import FloatArray
-from variational_sim.experiments.common import hold_commands, output_dir, parser
+from variational_sim.experiments.common import fly_hopper, hold_commands, output_dir, parser
 from variational_sim.multibody.contact import (
     DEFAULT_OPTIONS,
     ContactVariationalMultibody,
     InteriorPointOptions,
 )
 from variational_sim.multibody.hopper import (
-    load_hopper,
     nominal_configuration,
     with_vertical_guide,
 )
@@ -87,7 +86,7 @@ def simulate(step: float = 0.001, duration: float = 1.0,
              options: InteriorPointOptions = DEFAULT_OPTIONS) -> HopResult:
     """Run the hop for ``duration`` seconds with steps of ``step`` seconds (``options``:
     the contact solver's switches)."""
-    hopper = with_vertical_guide(load_hopper())
+    hopper = with_vertical_guide(fly_hopper())
     integrator = ContactVariationalMultibody(hopper, step, motor_commands=True,
                                              options=options)
     state = standing_state(integrator)
@@ -101,7 +100,7 @@ def simulate(step: float = 0.001, duration: float = 1.0,
     for _ in range(round(duration / step)):
         separation = np.degrees(joint_angle(hopper, "hip2", state.quaternions)
                                 - joint_angle(hopper, "hip0", state.quaternions))
-        pushing = pushing and separation > EXTENDED_DEG
+        pushing = pushing and bool(separation > EXTENDED_DEG)
         commands = PUSH_COMMAND if pushing else hold_commands(hopper, state, LANDING_DEG, HOLD_GAIN)
         state = integrator.step(state, commands)
         normal = float(state.contact_impulses[0, 2]) / step

@@ -13,12 +13,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from variational_sim.experiments.common import output_dir, parser
+from variational_sim.experiments.common import fly_hopper, output_dir, parser
 from variational_sim.minimal.planar_loop import BaumgarteRK4, PlanarLoopModel, PlanarState
 from variational_sim.multibody.hopper import (
     LEG_JOINTS,
     NOMINAL_ANGLES_DEG,
-    load_hopper,
     nominal_configuration,
     with_welded_base,
 )
@@ -77,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     arguments.add_argument("--step", type=float, default=0.01, help="maximal step (s)")
     args = arguments.parse_args(argv)
     folder = output_dir(args.output_dir)
-    hopper = with_welded_base(load_hopper())
+    hopper = with_welded_base(fly_hopper())
     model = PlanarLoopModel(hopper)
 
     t_min, a_min, e_min, loop = run_minimal(model, 0.001, args.duration)
@@ -106,11 +105,13 @@ def main(argv: list[str] | None = None) -> None:
         lambda _, y: np.concatenate([y[4:], model.accelerations(y[:4], y[4:], np.zeros(4))]),
         (0.0, AGREEMENT_HORIZON_S), q0, method="DOP853", rtol=1e-12, atol=1e-12,
         dense_output=True)
+    dense = reference.sol
+    assert dense is not None  # set by dense_output=True
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     steps, errors = [0.01, 0.005, 0.0025, 0.00125], []
     for step in steps:
         times, angles, _ = run_maximal(hopper, step, AGREEMENT_HORIZON_S)
-        error = np.abs(angles - reference.sol(times)[:4].T).max(axis=1)
+        error = np.abs(angles - dense(times)[:4].T).max(axis=1)
         errors.append(error.max())
         left.semilogy(times[1:], np.degrees(error[1:]), label=f"h = {step * 1e3:g} ms")
     orders = np.log2(np.array(errors[:-1]) / np.array(errors[1:]))

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import numpy as np
 
-from variational_sim.experiments.common import output_dir, parser
-from variational_sim.multibody.hopper import LEG_JOINTS, load_hopper, nominal_configuration
+from variational_sim.experiments.common import fly_hopper, output_dir, parser
+from variational_sim.multibody.hopper import LEG_JOINTS, nominal_configuration
 from variational_sim.multibody.integrator import VariationalMultibody
 from variational_sim.multibody.kinematics import joint_angle
 
@@ -39,7 +39,7 @@ class ManoeuvreResult:
 
 def simulate(step: float = 0.01, duration: float = 1.0) -> ManoeuvreResult:
     """Run the PD manoeuvre with the maximal-coordinate integrator."""
-    hopper = load_hopper().with_gravity(np.zeros(3))
+    hopper = fly_hopper().with_gravity(np.zeros(3))
     integrator = VariationalMultibody(hopper, step)
     positions, quaternions = nominal_configuration(hopper)
     state = integrator.initial_state(positions, quaternions, np.zeros((5, 6)))

@@ -7,20 +7,25 @@ quaternions at the end of the step (the solver itself does not keep it there).
 
 from __future__ import annotations
 
+from typing import Literal, TypeAlias
+
 import numpy as np
-from numpy.typing import ArrayLike
 from scipy.integrate import solve_ivp
 
+from mav_geometry.arrays import FloatVector
 from mav_geometry.nilpotent import DUAL
 from variational_sim.integrators.base import NoSolutionError, check_step_size
 from variational_sim.integrators.rigid_body_ode import RigidBodyEquations
 from variational_sim.models.rigid_body import RigidBody, RigidBodyState
 
+IvpMethod: TypeAlias = Literal["RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA"]
+"""The ``solve_ivp`` methods."""
+
 
 class ScipyAdaptive:
     """``solve_ivp`` with method ``method`` between output times ``step_size`` apart."""
 
-    def __init__(self, body: RigidBody, step_size: float, method: str = "DOP853",
+    def __init__(self, body: RigidBody, step_size: float, method: IvpMethod = "DOP853",
                  rtol: float = 1e-10, atol: float = 1e-12, renormalize: bool = True) -> None:
         if method not in ("RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA"):
             raise ValueError(f"method must be a scipy solve_ivp method, got {method!r}")
@@ -32,7 +37,7 @@ class ScipyAdaptive:
         self.renormalize = renormalize
         self._equations = RigidBodyEquations(body)
 
-    def step(self, state: RigidBodyState, inputs: ArrayLike | None = None) -> RigidBodyState:
+    def step(self, state: RigidBodyState, inputs: FloatVector | None = None) -> RigidBodyState:
         """Integrate one output interval of ``step_size`` seconds."""
         held = [0.0] * 6 if inputs is None else list(map(float, inputs))
         solution = solve_ivp(

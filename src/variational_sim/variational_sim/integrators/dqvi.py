@@ -1,7 +1,7 @@
 """Dual quaternion variational integrator (DQVI) for one rigid body.
 
-Xu & Halse, arXiv:1611.00616, with the corrections of
-``shared/design/papers/dqvi-rigid-body.md`` (section numbers below are the notes').
+Xu & Halse, arXiv:1611.00616, with the corrections of ``docs/theory/dqvi.md`` (section
+numbers below are that note's).
 Per step, with ``x = (phi, rho)`` the increment ``f = a + eps 1/2 rho a``,
 ``a = (phi, s)``, ``s = sqrt(1 - |phi|^2)`` (relative rotation ``phi = n sin(theta/2)``,
 translation ``rho`` of O in the frame of node k):
@@ -30,9 +30,9 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike
 from scipy.linalg.lapack import dgesv, dgetrs
 
+from mav_geometry.arrays import FloatVector
 from mav_geometry.scalar import Vector3, cross, multiply, rotate_inverse
 from variational_sim.integrators.base import (
     CouplingLimitWarning,
@@ -148,7 +148,7 @@ class DQVI:
 
     def _jacobian(self, x: list[float], s: float, beta: Vector3, b0: float,
                   mu: list[float]) -> np.ndarray:
-        """Analytic ``dG/dx`` (notes section 2.9), as ``(K M6 + Z) Y + N0``."""
+        """Analytic ``dG/dx`` (docs/theory/dqvi.md §2.9), as ``(K M6 + Z) Y + N0``."""
         p0, p1, p2, r0, r1, r2 = x
         a0, a1, a2, m0, m1, m2 = mu
         e0, e1, e2 = beta
@@ -195,13 +195,13 @@ class DQVI:
 
     # -- public -----------------------------------------------------------------------------
 
-    def residual(self, x: ArrayLike) -> np.ndarray:
+    def residual(self, x: FloatVector) -> np.ndarray:
         """``G(x)`` of the step equation (for checks)."""
         x = list(map(float, x))
         s, beta, b0, mu = self._momenta(x)
         return np.array(self._g(x, s, beta, b0, mu, 1.0))
 
-    def jacobian(self, x: ArrayLike) -> np.ndarray:
+    def jacobian(self, x: FloatVector) -> np.ndarray:
         """Analytic ``dG/dx`` at ``x = (phi, rho)`` (for checks)."""
         x = list(map(float, x))
         s, beta, b0, mu = self._momenta(x)
@@ -295,7 +295,7 @@ class DQVI:
                     stacklevel=3,
                 )
 
-    def step(self, state: RigidBodyState, inputs: ArrayLike | None = None) -> RigidBodyState:
+    def step(self, state: RigidBodyState, inputs: FloatVector | None = None) -> RigidBodyState:
         """One step; ``inputs`` is the body wrench ``(tau_B, f_B)`` about O held over the step."""
         h = self.step_size
         held = [0.0] * 6 if inputs is None else list(map(float, inputs))

@@ -34,7 +34,7 @@ def newton(residual: Callable[[FloatArray], FloatArray],
 
     Converged: ``|r| <= tolerance * scale`` or a correction below round-off relative
     to ``z`` (needed when the momenta, hence ``scale``, are zero). The extra iteration
-    (notes section 10) keeps the solve error far below the stop threshold, so the
+    (docs/theory/qvi.md §10) keeps the solve error far below the stop threshold, so the
     discrete momenta do not random-walk at the tolerance level.
     """
     z = guess

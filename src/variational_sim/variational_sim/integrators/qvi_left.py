@@ -1,11 +1,13 @@
 """Left-rectangle quaternion variational integrator (QVI paper Sec. 3.1, Eqs. 16-19).
 
+Theory, corrections and erratum numbers: ``docs/theory/qvi.md`` (§4, errata §9).
+
 Interval velocities ``(v_k, w_k)`` (body frame) solve, with coefficients at ``t_k``::
 
     R(q_k) D1_k = p_x + h F_k                                   (world frame)
     D2_k + h/2 w_k x D2_k + h v_k x D1_k = p_w + h tau_k       (body frame of node k)
 
-(torque as an impulse ``h tau``: erratum 3 of the notes), Newton with the analytic
+(torque as an impulse ``h tau``: erratum 3), Newton with the analytic
 Jacobian of Eq. 19 on the unknowns ``(v, w)`` with ``z <- z - J^-1 R`` (erratum 5),
 then ``x_{k+1} = x_k + h R(q_k) v_k`` and ``q_{k+1} = q_k exp(h w_k / 2)`` (Eq. 8).
 The momenta passed on are ``p_x = R(q_k) D1_k`` and ``D2_k - h/2 w_k x D2_k``. First

@@ -1,5 +1,7 @@
 """Midpoint quaternion variational integrator (QVI paper Sec. 3.2, corrected Eqs. 30-31).
 
+Theory, corrections and erratum numbers: ``docs/theory/qvi.md`` (§5, errata §9).
+
 Midpoint velocities ``(v, w)`` (body frame at the midpoint attitude
 ``qm = q_k exp(h w / 4)``), coefficients at ``t_k + h/2``::
 

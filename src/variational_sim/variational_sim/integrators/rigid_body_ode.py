@@ -41,16 +41,18 @@ class RigidBodyEquations:
     def wrench(self, q: FloatArray, held: FloatArray) -> FloatArray:
         """Gravity (evaluated at attitude ``q``, normalised) plus the held body wrench."""
         force = Q.rotate(Q.conjugate(q), self._weight) / float(q @ q)
-        return held + np.concatenate([np.cross(self.body.com_offset, force), force])
+        result: FloatArray = held + np.concatenate([np.cross(self.body.com_offset, force), force])
+        return result
 
     def momentum_rate(self, momentum: FloatArray, twist: FloatArray,
                       wrench: FloatArray) -> FloatArray:
         """``d pi / dt`` (Euler-Poincare with the body wrench)."""
         omega, velocity = twist[:3], twist[3:]
         angular, linear = momentum[:3], momentum[3:]
-        return wrench + np.concatenate([
+        result: FloatArray = wrench + np.concatenate([
             np.cross(angular, omega) + np.cross(linear, velocity), np.cross(linear, omega)
         ])
+        return result
 
     def derivative(self, y: Sequence[float], held: Sequence[float]) -> list[float]:
         """``d/dt`` of the flat state ``y = (pose (8), pi (6))``, on Python floats.

@@ -7,8 +7,8 @@ leaves the group at O(h^4) per step, and energy and momentum drift secularly.
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import ArrayLike
 
+from mav_geometry.arrays import FloatVector
 from variational_sim.integrators.base import check_step_size
 from variational_sim.integrators.rigid_body_ode import RigidBodyEquations
 from variational_sim.models.rigid_body import RigidBody, RigidBodyState
@@ -22,7 +22,7 @@ class RK4:
         self.step_size = check_step_size(step_size)
         self._equations = RigidBodyEquations(body)
 
-    def step(self, state: RigidBodyState, inputs: ArrayLike | None = None) -> RigidBodyState:
+    def step(self, state: RigidBodyState, inputs: FloatVector | None = None) -> RigidBodyState:
         """One RK4 step of ``step_size`` seconds."""
         h = self.step_size
         held = [0.0] * 6 if inputs is None else list(map(float, inputs))

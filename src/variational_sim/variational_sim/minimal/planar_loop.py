@@ -21,9 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike
 
-from mav_geometry.arrays import FloatArray
+from mav_geometry.arrays import FloatArray, FloatVector
 from variational_sim.integrators.base import check_step_size
 from variational_sim.multibody.kinematics import tree_joints
 from variational_sim.multibody.mechanism import WORLD, Mechanism
@@ -143,7 +142,7 @@ class PlanarLoopModel:
             energy += self._masses[body] * (0.5 * velocity @ velocity - self._gravity @ position)
         return energy
 
-    def generalized_torques(self, actuator_torques: ArrayLike) -> FloatArray:
+    def generalized_torques(self, actuator_torques: FloatVector) -> FloatArray:
         """Map actuator torques (N m, actuator order) onto the joint coordinates."""
         result = np.zeros(len(self.joint_names))
         for actuator, torque in zip(self.mechanism.actuators, actuator_torques, strict=True):
@@ -158,7 +157,7 @@ class BaumgarteRK4:
         self.model = model
         self.step_size = check_step_size(step_size)
 
-    def step(self, state: PlanarState, inputs: ArrayLike | None = None) -> PlanarState:
+    def step(self, state: PlanarState, inputs: FloatVector | None = None) -> PlanarState:
         """One RK4 step; ``inputs``: actuator torques (N m) held over the step."""
         h = self.step_size
         count = len(self.model.mechanism.actuators)

@@ -5,7 +5,7 @@ body-frame velocity of the body reference point (m/s) and ``w`` the body rate (r
 The coefficients depend on prescribed morphing parameters and their rates, so a
 model is a function of time returning ``KineticCoefficients``. Attitudes are
 scalar-last unit quaternions (body FLU to world ENU); positions are world (m).
-Conventions follow ``shared/design/papers/qvi-morphing-uav.md``.
+Conventions follow ``docs/theory/qvi.md``.
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ class MorphingUAV:
             rotational += m * (s @ s * np.eye(3) - np.outer(s, s)) + inertia
             a_x += m * s_dot
             a_w += m * np.cross(s, s_dot) + inertia @ omega
-            a0 += 0.5 * (m * s_dot @ s_dot + omega @ inertia @ omega)
+            a0 += 0.5 * float(m * s_dot @ s_dot + omega @ inertia @ omega)
         return KineticCoefficients(0.5 * total_mass, coupling, a_x, 0.5 * rotational, a_w, a0)
 
 

@@ -1,7 +1,7 @@
-"""Test bodies of the DQVI design notes (``shared/design/papers/dqvi-rigid-body.md`` section 4).
+"""Test bodies of the DQVI acceptance tests (``docs/theory/dqvi.md`` §4).
 
 The paper itself has no experiments; these bodies and initial conditions are the
-acceptance fixtures of the notes.
+acceptance fixtures defined in that note.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ Momentum about O in the body frame is ``pi = M6 xi``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -97,7 +98,9 @@ class RigidBody:
         gravity: ArrayLike = (0.0, 0.0, 0.0),
     ) -> RigidBody:
         """Body from mass (kg), inertia about the CoM (kg m^2) and CoM offset from O (m)."""
-        return cls(spatial_inertia(mass, inertia_com, com_offset), mass, com_offset, gravity)
+        inertia = spatial_inertia(mass, inertia_com, com_offset)  # checks com_offset
+        return cls(inertia, mass, _vector(com_offset, 3, "com_offset"),
+                   _vector(gravity, 3, "gravity"))
 
     def moved_to_com(self) -> RigidBody:
         """The same body described about its centre of mass (requires a rigid-body M6)."""
@@ -113,8 +116,8 @@ class RigidBody:
 
     def twist(self, state: RigidBodyState) -> FloatArray:
         """Body twist ``M6^-1 pi``."""
-        result: FloatArray = np.linalg.solve(self.inertia, state.momentum)
-        return result
+        # numpy's stubs type linalg results as floating[Any]; float64 inputs give float64.
+        return cast(FloatArray, np.linalg.solve(self.inertia, state.momentum))
 
     def gravity_wrench(self, pose: ArrayLike) -> FloatArray:
         """Body wrench of gravity about O: ``f = R^T m g``, ``tau = r_g x f``."""

@@ -73,7 +73,8 @@ def multiply(p: FloatArray, q: FloatArray) -> FloatArray:
 
 def conjugate(q: FloatArray) -> FloatArray:
     """Row-wise conjugates of (m, 4) quaternions."""
-    return q * _CONJUGATE
+    result: FloatArray = q * _CONJUGATE
+    return result
 
 
 def from_rotation_vectors(vectors: FloatArray) -> FloatArray:
@@ -98,9 +99,11 @@ def skew(vectors: FloatArray) -> FloatArray:
 
 def apply(matrices: FloatArray, vectors: FloatArray) -> FloatArray:
     """Row-wise ``M v`` of (m, 3, 3) and (m, 3) arrays."""
-    return np.einsum("mij,mj->mi", matrices, vectors)
+    result: FloatArray = np.einsum("mij,mj->mi", matrices, vectors)
+    return result
 
 
 def apply_transposed(matrices: FloatArray, vectors: FloatArray) -> FloatArray:
     """Row-wise ``M^T v`` of (m, 3, 3) and (m, 3) arrays."""
-    return np.einsum("mji,mj->mi", matrices, vectors)
+    result: FloatArray = np.einsum("mji,mj->mi", matrices, vectors)
+    return result

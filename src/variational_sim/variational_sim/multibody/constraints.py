@@ -3,8 +3,8 @@
 Tangent coordinates per body (6, ``(angular, linear)`` order): a body-frame rotation
 angle ``dtheta`` (rad) with ``Q <- Q exp(dtheta/2)`` and a world translation ``dr``
 (m) of the CoM. The Jacobian is taken directly with respect to ``dtheta``; in the
-notes' quaternion notation that is ``1/2 (dc/dQ) G(Q)``, the scaling the paper's code
-misses (erratum 1). Constraint rows come in two kinds:
+paper's quaternion notation that is ``1/2 (dc/dQ) G(Q)``, the scaling the paper's code
+misses (``docs/theory/multibody-contact.md`` §3.3, erratum 1). Constraint rows come in two kinds:
 
 - point rows: ``D R_a^T (x_a + R_a p_a - x_b - R_b p_b)`` with ``D`` the joint's
   parent-frame ``point_directions`` (m);

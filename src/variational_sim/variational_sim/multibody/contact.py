@@ -157,7 +157,8 @@ class ContactVariationalMultibody(VariationalMultibody):
     def gaps(self, state: MultibodyState) -> FloatArray:
         """Signed distance (m) of each contact sphere to the ground, negative inside."""
         points, _ = self.centres(state.positions, state.quaternions)
-        return points[:, 2] - self._radii
+        result: FloatArray = points[:, 2] - self._radii
+        return result
 
     # -- step --------------------------------------------------------------------------
 
@@ -200,7 +201,7 @@ class ContactVariationalMultibody(VariationalMultibody):
                     slacks: FloatArray) -> FloatArray:
         """Residuals (c, 7) of ``phi = s_phi``, ``mu gamma - a_j . b = s_j`` and
         ``v_t + sum_j nu_j a_j = 0``."""
-        result = np.einsum("cij,cj->ci", self._unknown_jacobian, unknowns)
+        result: FloatArray = np.einsum("cij,cj->ci", self._unknown_jacobian, unknowns)
         result[:, 0] += centres1[:, 2] - self._radii
         result[:, PAIRS:] += (centres1[:, :2] - centres0[:, :2]) / self.step_size
         result[:, :PAIRS] -= slacks

@@ -4,7 +4,7 @@ Wrenches are (n, 6) per body in ``(angular, linear)`` order: torque about the Co
 the body frame (N m), force in the world frame (N). A motor torque ``u`` about a
 revolute joint acts as ``+u`` about the axis on the child and ``-u`` on the parent and
 adds no force, so it never changes the total momentum (the paper's CoM forces
-(23)-(25) do; notes erratum 3).
+(23)-(25) do; ``docs/theory/multibody-contact.md`` erratum 3).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The Fly-Hopper robot: its file, nominal pose and fixed-base variant.
 
-Nominal pose (notes section 4.3): base CoM at (0, 0, 0.5) m, upright; joint angles
-(30, 120, 150, -120) degrees for (hip0, knee1, hip2, knee3), a parallelogram with the
-foot about 0.19 m above the ground.
+Nominal pose (docs/theory/multibody-contact.md §1.3, §4.3): base CoM at (0, 0, 0.5) m,
+upright; joint angles (30, 120, 150, -120) degrees for (hip0, knee1, hip2, knee3), a
+parallelogram with the foot about 0.19 m above the ground.
 """
 
 from __future__ import annotations
@@ -18,16 +18,13 @@ from variational_sim.multibody.kinematics import forward_kinematics
 from variational_sim.multibody.loader import load_mechanism
 from variational_sim.multibody.mechanism import WORLD, Joint, Mechanism
 
-HOPPER_FILE = Path(__file__).resolve().parents[4] / "config" / "robots" / "fly_hopper.yaml"
-"""``config/robots/fly_hopper.yaml`` of the source tree."""
-
 NOMINAL_BASE_POSITION = np.array([0.0, 0.0, 0.5])
 NOMINAL_ANGLES_DEG = {"hip0": 30.0, "knee1": 120.0, "hip2": 150.0, "knee3": -120.0}
 LEG_JOINTS = ("hip0", "knee1", "hip2", "knee3")
 
 
-def load_hopper(path: str | Path = HOPPER_FILE) -> Mechanism:
-    """The Fly-Hopper mechanism from its YAML file."""
+def load_hopper(path: str | Path) -> Mechanism:
+    """The Fly-Hopper mechanism from its YAML file (``config/robots/fly_hopper.yaml``)."""
     return load_mechanism(path)
 
 

@@ -14,9 +14,10 @@ its derivative enters the Newton matrix, so the stiff electrical damping of a
 saturating motor on light links neither chatters nor needs small steps, and the torque
 stays a pure couple. The state carries the node momentum ``p_k``; starting it from the physical
 initial momentum ``(J omega_0, m v_0)`` is the discrete Legendre transform
-initialization (no half-step lag, notes erratum 4). The unknowns ``(q_{k+1}, lambda)``
-are found by Newton on the KKT system ``[[A, -h C_k^T], [C_{k+1}, 0]]`` with
-``A = dp_k^+/dq_{k+1}``; attitudes are updated multiplicatively (unit norm kept).
+initialization (no half-step lag, ``docs/theory/multibody-contact.md`` erratum 4). The
+unknowns ``(q_{k+1}, lambda)`` are found by Newton on the KKT system
+``[[A, -h C_k^T], [C_{k+1}, 0]]`` with ``A = dp_k^+/dq_{k+1}``; attitudes are updated
+multiplicatively (unit norm kept).
 """
 
 from __future__ import annotations

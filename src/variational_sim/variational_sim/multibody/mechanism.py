@@ -66,7 +66,8 @@ class Actuator:
 
     ``peak_torque`` (N m) bounds |u|. With ``no_load_speed`` (rad/s, joint side) the
     bound falls linearly with joint speed w along the motor line
-    ``-peak (1 + w/w0) <= u <= peak (1 - w/w0)`` (back-EMF limit, notes section 1.4).
+    ``-peak (1 + w/w0) <= u <= peak (1 - w/w0)`` (back-EMF limit,
+    ``docs/theory/multibody-contact.md`` §1.4).
     """
 
     name: str

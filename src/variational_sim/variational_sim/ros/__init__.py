@@ -1,2 +1,3 @@
 """ROS 2 shell of the simulator: ``simulator_node`` (the node), ``convert`` (messages <->
-numpy), ``parameters`` (declaration and validation) and ``qos`` (the contract's profiles)."""
+numpy) and ``parameters`` (specs and settings); QoS profiles, stamps, diagnostics and the
+parameter layer come from ``mav_ros_common``."""

@@ -3,7 +3,8 @@
 Core conventions (angular first, ``[x, y, z, w]``, SI, ENU/FLU) are mapped onto the ROS
 message fields (``linear`` / ``angular`` by name). Builders take plain numbers and arrays
 and return messages (the ``*Messages`` classes refill one message per high-rate stream);
-parsers take messages and return numbers or raise ``CommandError``.
+parsers take messages and return numbers or raise ``CommandError``. Stamps and diagnostics
+are built with ``mav_ros_common`` (``stamps``, ``diagnostics``).
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-from builtin_interfaces.msg import Time
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import (
     Point,
     Quaternion,
@@ -23,13 +22,20 @@ from geometry_msgs.msg import (
 )
 from nav_msgs.msg import Odometry
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import Imu, JointState, NavSatFix, NavSatStatus
+from sensor_msgs.msg import (
+    Imu,
+    JointState,
+    NavSatFix,
+    NavSatStatus,
+)
 from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import Marker, MarkerArray
 
 from mav_geometry.arrays import FloatArray
+from mav_ros_common.stamps import fill_seconds, from_seconds
 
-NANOSECONDS = 1_000_000_000
+Floats = Sequence[float] | FloatArray
+"""Numbers as a sequence of floats or a float array."""
 
 
 class CommandError(ValueError):
@@ -40,29 +46,11 @@ class CommandError(ValueError):
         self.reason = reason
 
 
-def _set_stamp(stamp: Time, time_s: float) -> None:
-    """Write a sim time (s >= 0), rounded to the nanosecond, into ``stamp``."""
-    total = round(time_s * NANOSECONDS)
-    stamp.sec, stamp.nanosec = total // NANOSECONDS, total % NANOSECONDS
-
-
-def time_message(time_s: float) -> Time:
-    """``builtin_interfaces/Time`` of a sim time (s >= 0), rounded to the nanosecond."""
-    stamp = Time()
-    _set_stamp(stamp, time_s)
-    return stamp
-
-
-def stamp_nanoseconds(stamp: Time) -> int:
-    """A stamp as integer nanoseconds."""
-    return int(stamp.sec) * NANOSECONDS + int(stamp.nanosec)
-
-
-def _vector(values: Sequence[float]) -> Vector3:
+def _vector(values: Floats) -> Vector3:
     return Vector3(x=float(values[0]), y=float(values[1]), z=float(values[2]))
 
 
-def _quaternion(xyzw: Sequence[float]) -> Quaternion:
+def _quaternion(xyzw: Floats) -> Quaternion:
     return Quaternion(x=float(xyzw[0]), y=float(xyzw[1]), z=float(xyzw[2]), w=float(xyzw[3]))
 
 
@@ -77,7 +65,7 @@ def navsat_fix_message(time_s: float, frame_id: str, latitude_deg: float, longit
     """``sensor_msgs/NavSatFix`` (WGS-84 deg, ellipsoid height m); covariance ENU m^2 as its
     diagonal (``COVARIANCE_TYPE_DIAGONAL_KNOWN``); status ``NO_FIX`` when ``fix`` is False."""
     message = NavSatFix()
-    message.header.stamp = time_message(time_s)
+    message.header.stamp = from_seconds(time_s)
     message.header.frame_id = frame_id
     message.status.status = NavSatStatus.STATUS_FIX if fix else NavSatStatus.STATUS_NO_FIX
     message.status.service = NavSatStatus.SERVICE_GPS
@@ -94,7 +82,7 @@ def gnss_velocity_message(time_s: float, frame_id: str, velocity_enu: FloatArray
     """ENU velocity (m/s) with its 3x3 covariance (m^2/s^2) in the linear block of the 6x6
     (ROS order: linear, then angular); the angular part is not measured (zeros)."""
     message = TwistWithCovarianceStamped()
-    message.header.stamp = time_message(time_s)
+    message.header.stamp = from_seconds(time_s)
     message.header.frame_id = frame_id
     message.twist.twist.linear = _vector(velocity_enu)
     covariance = np.zeros((6, 6))
@@ -103,11 +91,11 @@ def gnss_velocity_message(time_s: float, frame_id: str, velocity_enu: FloatArray
     return message
 
 
-def transform(time_s: float, parent: str, child: str, translation: Sequence[float],
-              rotation_xyzw: Sequence[float]) -> TransformStamped:
+def transform(time_s: float, parent: str, child: str, translation: Floats,
+              rotation_xyzw: Floats) -> TransformStamped:
     """``child`` in ``parent``: translation (m) and rotation ``[x, y, z, w]`` child->parent."""
     message = TransformStamped()
-    message.header.stamp = time_message(time_s)
+    message.header.stamp = from_seconds(time_s)
     message.header.frame_id = parent
     message.child_frame_id = child
     message.transform.translation = _vector(translation)
@@ -124,11 +112,11 @@ def tf_message(transforms: list[TransformStamped]) -> TFMessage:
 # few. ``publish`` serialises at once, so one instance per stream can be refilled each time.
 
 
-def _set_xyz(target: Vector3 | Point, values: Sequence[float]) -> None:
+def _set_xyz(target: Vector3 | Point, values: Floats) -> None:
     target.x, target.y, target.z = float(values[0]), float(values[1]), float(values[2])
 
 
-def _set_xyzw(target: Quaternion, values: Sequence[float]) -> None:
+def _set_xyzw(target: Quaternion, values: Floats) -> None:
     target.x, target.y, target.z, target.w = (float(values[0]), float(values[1]),
                                               float(values[2]), float(values[3]))
 
@@ -140,7 +128,7 @@ class ClockMessages:
         self._message = Clock()
 
     def fill(self, time_s: float) -> Clock:
-        _set_stamp(self._message.clock, time_s)
+        fill_seconds(self._message.clock, time_s)
         return self._message
 
 
@@ -152,13 +140,17 @@ class ImuMessages:
         message = Imu()
         message.header.frame_id = frame_id
         message.orientation_covariance = [-1.0] + [0.0] * 8
-        message.angular_velocity_covariance = _diagonal([gyro_variance] * 3)
-        message.linear_acceleration_covariance = _diagonal([accel_variance] * 3)
         self._message = message
+        self.set_variances(gyro_variance, accel_variance)
 
-    def fill(self, time_s: float, gyro: Sequence[float], accel: Sequence[float]) -> Imu:
+    def set_variances(self, gyro_variance: float, accel_variance: float) -> None:
+        """White-noise variances of one sample ((rad/s)^2, (m/s^2)^2) in the covariances."""
+        self._message.angular_velocity_covariance = _diagonal([gyro_variance] * 3)
+        self._message.linear_acceleration_covariance = _diagonal([accel_variance] * 3)
+
+    def fill(self, time_s: float, gyro: Floats, accel: Floats) -> Imu:
         message = self._message
-        _set_stamp(message.header.stamp, time_s)
+        fill_seconds(message.header.stamp, time_s)
         _set_xyz(message.angular_velocity, gyro)
         _set_xyz(message.linear_acceleration, accel)
         return message
@@ -173,10 +165,10 @@ class OdometryMessages:
         self._message.header.frame_id = frame_id
         self._message.child_frame_id = child_frame_id
 
-    def fill(self, time_s: float, position: Sequence[float], orientation_xyzw: Sequence[float],
-             twist_body: Sequence[float]) -> Odometry:
+    def fill(self, time_s: float, position: Floats, orientation_xyzw: Floats,
+             twist_body: Floats) -> Odometry:
         message = self._message
-        _set_stamp(message.header.stamp, time_s)
+        fill_seconds(message.header.stamp, time_s)
         _set_xyz(message.pose.pose.position, position)
         _set_xyzw(message.pose.pose.orientation, orientation_xyzw)
         _set_xyz(message.twist.twist.angular, twist_body[:3])
@@ -191,10 +183,10 @@ class TransformMessages:
         self._transform = transform(0.0, parent, child, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
         self._message = TFMessage(transforms=[self._transform])
 
-    def fill(self, time_s: float, translation: Sequence[float],
-             rotation_xyzw: Sequence[float]) -> TFMessage:
+    def fill(self, time_s: float, translation: Floats,
+             rotation_xyzw: Floats) -> TFMessage:
         transform_stamped = self._transform
-        _set_stamp(transform_stamped.header.stamp, time_s)
+        fill_seconds(transform_stamped.header.stamp, time_s)
         _set_xyz(transform_stamped.transform.translation, translation)
         _set_xyzw(transform_stamped.transform.rotation, rotation_xyzw)
         return self._message
@@ -211,10 +203,10 @@ class ActuatorStateMessages:
         self._rotor_nans = [math.nan] * rotor_count
         self._tilt_nans = [math.nan] * tilt_count
 
-    def fill(self, time_s: float, rotor_speeds: Sequence[float],
-             tilt_angles: Sequence[float]) -> JointState:
+    def fill(self, time_s: float, rotor_speeds: Floats,
+             tilt_angles: Floats) -> JointState:
         message = self._message
-        _set_stamp(message.header.stamp, time_s)
+        fill_seconds(message.header.stamp, time_s)
         message.position = self._rotor_nans + [float(a) for a in tilt_angles]
         message.velocity = [float(w) for w in rotor_speeds] + self._tilt_nans
         return message
@@ -259,7 +251,7 @@ def rotor_markers(time_s: float, frame_id: str, positions: FloatArray, axes: Flo
                   lengths: FloatArray) -> MarkerArray:
     """One arrow per rotor from its position (m, ``frame_id``) along its thrust axis with
     length ``lengths`` (m)."""
-    stamp = time_message(time_s)
+    stamp = from_seconds(time_s)
     markers = []
     for index, (start, axis, length) in enumerate(zip(positions, axes, lengths, strict=True)):
         marker = Marker()
@@ -278,13 +270,3 @@ def rotor_markers(time_s: float, frame_id: str, positions: FloatArray, axes: Flo
         markers.append(marker)
     return MarkerArray(markers=markers)
 
-
-def diagnostics_message(time_s: float, name: str, level: bytes, summary: str,
-                        values: dict[str, float | int | bool]) -> DiagnosticArray:
-    """A ``DiagnosticArray`` holding one status; numbers are written with ``repr``."""
-    status = DiagnosticStatus(level=level, name=name, message=summary, hardware_id=name)
-    status.values = [KeyValue(key=key, value=repr(value) if not isinstance(value, bool)
-                              else str(value).lower()) for key, value in values.items()]
-    message = DiagnosticArray(status=[status])
-    message.header.stamp = time_message(time_s)
-    return message

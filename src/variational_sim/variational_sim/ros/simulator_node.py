@@ -7,6 +7,11 @@ what fell due (IMU, GNSS after its latency, ground truth, rotor speeds with the 
 diagnostics at their own rates) and /clock once per lock-step boundary, which is all that
 sim-time timers need (each /clock message costs every sim-time node a callback). ``main()``
 runs it standalone (``drive`` with an events executor) until ``duration_s`` of sim time.
+
+Run-time parameter changes (the dynamic ones of ``parameters``) take effect at the next
+physics step: output rates, the run settings, the fault sizes, and the IMU and GNSS error
+models (the sensor models keep their state; the IMU message covariances follow; a ~/reset
+keeps the new models). A new ``real_time_factor`` paces from the moment it is set.
 """
 
 from __future__ import annotations
@@ -16,15 +21,14 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
-import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import TwistWithCovarianceStamped
 from nav_msgs.msg import Odometry
-from rclpy.executors import Executor, ExternalShutdownException
-from rclpy.experimental import EventsExecutor
+from rclpy.executors import Executor
+from rclpy.experimental.events_executor import EventsExecutor
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState, NavSatFix
@@ -32,11 +36,18 @@ from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import MarkerArray
 
-from variational_sim.ros import convert, parameters
-from variational_sim.ros.qos import RELIABLE_10, SENSOR_DATA, TF, TF_STATIC
+from mav_ros_common import diagnostics, stamps
+from mav_ros_common.node_main import run_node
+from mav_ros_common.parameters import ParameterError, Values, declare_parameters, show
+from mav_ros_common.qos import RELIABLE_10, SENSOR_DATA, TF, TF_STATIC
+from mav_ros_common.resources import ShareNotFoundError, find_named_file
+from variational_sim.ros import convert
+from variational_sim.ros.parameters import SPECS, SimulatorSettings, simulator_settings
 from variational_sim.sensors.gnss import GnssFix
-from variational_sim.vehicle_sim.simulator import StepOutput, VehicleSimulator
+from variational_sim.sensors.imu import ImuConfig
+from variational_sim.vehicle_sim.simulator import SimulatorConfig, StepOutput, VehicleSimulator
 
+NODE_NAME = "simulator"
 MAP_FRAME = "map"
 BASE_FRAME = "base_link"
 TRUTH_FRAME = "base_link_ground_truth"
@@ -50,21 +61,41 @@ WAIT_FOR_COMMAND_S = 0.01
 as soon as any message arrives."""
 
 
-class SimulatorNode(Node):
-    """The ``simulator`` node; keyword arguments go to ``rclpy.node.Node``."""
+def _imu_variances(imu: ImuConfig) -> tuple[float, float]:
+    """White-noise variances of one gyro and accelerometer sample: density^2 * rate."""
+    return imu.gyro_noise_density**2 * imu.rate_hz, imu.accel_noise_density**2 * imu.rate_hz
 
-    def __init__(self, node_name: str = "simulator", **node_kwargs: Any) -> None:
+
+def _vehicle_simulator(config: SimulatorConfig) -> VehicleSimulator:
+    """The simulator of ``config`` with its vehicle file resolved (ParameterError)."""
+    try:
+        path = find_named_file(config.vehicle_file, "vehicles")
+        return VehicleSimulator(replace(config, vehicle_file=str(path)))
+    except (ValueError, ShareNotFoundError) as error:
+        raise ParameterError(f"parameter 'vehicle_file' = {show(config.vehicle_file)} is "
+                             f"invalid: {error}", "vehicle_file") from error
+
+
+class SimulatorNode(Node):
+    """The ``simulator`` node; keyword arguments go to ``rclpy.node.Node``.
+
+    Raises ``ParameterError`` on a bad parameter (see ``parameters``)."""
+
+    _pace_origin: tuple[float, float] | None
+    """(wall s, sim s) the ``real_time_factor`` pace counts from (None: the next step)."""
+
+    def __init__(self, node_name: str = NODE_NAME, **node_kwargs: Any) -> None:
         super().__init__(node_name, **node_kwargs)
         try:
-            self._configure(parameters.declare(self))
-        except parameters.ParameterError:
+            self.parameters = declare_parameters(self, SPECS, simulator_settings)
+            self.simulator = _vehicle_simulator(self.parameters.settings.config)
+        except Exception:
             self.destroy_node()
             raise
+        self._settings = self.parameters.settings
+        self._take_run_values(self.parameters.values)
         config = self.simulator.config
-        imu = config.imu
-        # white-noise variance of one sample: density^2 * rate
-        self._imu_messages = convert.ImuMessages(IMU_FRAME, imu.gyro_noise_density**2 * imu.rate_hz,
-                                                 imu.accel_noise_density**2 * imu.rate_hz)
+        self._imu_messages = convert.ImuMessages(IMU_FRAME, *_imu_variances(config.imu))
         self._clock_messages = convert.ClockMessages()
         self._odometry_messages = convert.OdometryMessages(MAP_FRAME, TRUTH_FRAME)
         self._truth_tf_messages = convert.TransformMessages(MAP_FRAME, TRUTH_FRAME)
@@ -80,8 +111,7 @@ class SimulatorNode(Node):
         self._markers_pub = self.create_publisher(MarkerArray, "simulator/markers", RELIABLE_10)
         self._tf_pub = self.create_publisher(TFMessage, "/tf", TF)
         self._tf_static_pub = self.create_publisher(TFMessage, "/tf_static", TF_STATIC)
-        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics",
-                                                      RELIABLE_10)
+        self._diagnostics_pub = diagnostics.create_publisher(self)
         self.create_subscription(JointState, "actuator_commands", self._on_command, RELIABLE_10)
         self.create_service(Trigger, "~/reset", self._on_reset)
         self.create_service(Trigger, "~/inject_gnss_outage", self._on_gnss_outage)
@@ -96,28 +126,35 @@ class SimulatorNode(Node):
             f"vehicle {self.simulator.vehicle.name} ({self.simulator.vehicle_path}), "
             f"integrator {config.integrator} at {config.physics_rate_hz:g} Hz, lockstep "
             f"{'on' if self.lockstep else 'off'} every {self.lockstep_period_s} s")
+        self.parameters.enable_updates(self._apply)
 
-    def _configure(self, values: dict[str, Any]) -> None:
-        """The simulator and the node's settings from declared values (ParameterError)."""
-        self.simulator: VehicleSimulator = parameters.vehicle_simulator(values)
-        physics_rate = self.simulator.config.physics_rate_hz
-        self._truth_every = parameters.steps_per_period(
-            "ground_truth_rate_hz", values["ground_truth_rate_hz"], physics_rate)
-        self._markers_every = parameters.steps_per_period(
-            "markers_rate_hz", values["markers_rate_hz"], physics_rate)
-        self._diagnostics_every = parameters.steps_per_period(
-            "diagnostics_rate_hz", values["diagnostics_rate_hz"], physics_rate)
-        self._boundary_every = parameters.lockstep_steps(values, parameters.steps_per_period(
-            "imu_rate_hz", self.simulator.config.imu.rate_hz, physics_rate))
+    def _take_run_values(self, values: Values) -> None:
+        """The run settings the node reads directly (tests may also set ``lockstep``)."""
         self.lockstep_period_s: float = values["lockstep_period_s"]
         self.lockstep: bool = values["lockstep"]
         self.lockstep_timeout_s: float = values["lockstep_timeout_s"]
         self.duration_s: float = values["duration_s"]
         self._pace: float = values["real_time_factor"]
         self._marker_scale: float = values["marker_length_per_newton"]
-        self._spike = (np.array(parameters.vector3(values, "fault_imu_spike_gyro")),
-                       np.array(parameters.vector3(values, "fault_imu_spike_accel")))
+        self._spike = (np.array(values["fault_imu_spike_gyro"]),
+                       np.array(values["fault_imu_spike_accel"]))
         self._outage_s: float = values["fault_gnss_outage_s"]
+
+    def _apply(self, settings: SimulatorSettings, changed: frozenset[str]) -> None:
+        """Make accepted parameter changes take effect (between two ``advance`` calls)."""
+        self._settings = settings
+        self._take_run_values(self.parameters.values)
+        if "real_time_factor" in changed:
+            self._pace_origin = None  # pace from now on
+        imu, gnss = settings.config.imu, settings.config.gnss
+        current = self.simulator.config
+        if (imu, gnss) != (current.imu, current.gnss):
+            # The sensor models take the new error laws now; a ~/reset rebuilds them from
+            # the simulator's configuration, which therefore holds them too.
+            self.simulator.config = replace(current, imu=imu, gnss=gnss)
+            self.simulator.imu.set_error_model(imu)
+            self.simulator.gnss.set_error_model(gnss)
+            self._imu_messages.set_variances(*_imu_variances(imu))
 
     # -- lock-step API ----------------------------------------------------------------------
 
@@ -128,6 +165,7 @@ class SimulatorNode(Node):
         self._released = True
         self._last_command_ns = -1
         self._start_wall: float | None = None
+        self._pace_origin = None
         self._last_clock_ns = -1
 
     @property
@@ -170,7 +208,8 @@ class SimulatorNode(Node):
         return True
 
     def _boundary_ns(self) -> int:
-        return round(self._boundary * self._boundary_every * self.simulator.step_size * 1e9)
+        return round(self._boundary * self._settings.boundary_every
+                     * self.simulator.step_size * 1e9)
 
     def advance(self) -> bool:
         """Step physics to the next lock-step boundary, publishing what falls due on the way.
@@ -183,9 +222,12 @@ class SimulatorNode(Node):
         now = time.monotonic()
         if self._start_wall is None:
             self._start_wall = now
-        elif self._pace > 0.0 and self.simulator.time_s > (now - self._start_wall) * self._pace:
+        if self._pace_origin is None:
+            self._pace_origin = (now, self.simulator.time_s)
+        elif self._pace > 0.0 and (self.simulator.time_s - self._pace_origin[1]
+                                   > (now - self._pace_origin[0]) * self._pace):
             return False
-        target = (self._boundary + 1) * self._boundary_every
+        target = (self._boundary + 1) * self._settings.boundary_every
         if self.duration_s > 0.0:
             target = min(target, math.ceil(self.duration_s / self.simulator.step_size - 1e-9))
         while self.simulator.steps < target:
@@ -200,17 +242,18 @@ class SimulatorNode(Node):
 
     def _publish_due(self, output: StepOutput) -> None:
         steps = self.simulator.steps
+        settings = self._settings
         if output.imu is not None:
             sample = output.imu
             self._imu_pub.publish(self._imu_messages.fill(output.time_s, sample.gyro,
                                                           sample.accel))
         for fix in output.gnss:
             self._publish_fix(fix)
-        if steps % self._truth_every == 0:
+        if steps % settings.truth_every == 0:
             self._publish_truth()
-        if steps % self._markers_every == 0:
+        if steps % settings.markers_every == 0:
             self._publish_markers()
-        if steps % self._diagnostics_every == 0:
+        if steps % settings.diagnostics_every == 0:
             self._publish_diagnostics()
 
     def _publish_clock(self) -> None:
@@ -283,17 +326,18 @@ class SimulatorNode(Node):
         values = self.diagnostic_values()
         problems = [key for key in values if (key.startswith("rejected_commands_")
                                               or key == "lockstep_timeouts") and values[key]]
-        level = DiagnosticStatus.WARN if problems else DiagnosticStatus.OK
+        level = diagnostics.WARN if problems else diagnostics.OK
         summary = ("counted: " + ", ".join(f"{k} {values[k]}" for k in problems)
                    if problems else "running")
-        self._diagnostics_pub.publish(convert.diagnostics_message(
-            self.simulator.time_s, "simulator", level, summary, values))
+        self._diagnostics_pub.publish(diagnostics.diagnostic_array(
+            stamps.from_seconds(self.simulator.time_s),
+            diagnostics.status(NODE_NAME, level, summary, values)))
 
     # -- inputs -----------------------------------------------------------------------------
 
     def _on_command(self, message: JointState) -> None:
         """Hold a valid actuator command; count and drop a bad one (never raises)."""
-        stamp_ns = convert.stamp_nanoseconds(message.header.stamp)
+        stamp_ns = stamps.to_ns(message.header.stamp)
         if stamp_ns <= self._last_command_ns:
             reason = "duplicate_stamp" if stamp_ns == self._last_command_ns else "stamp_backwards"
             self.rejected_commands[reason] += 1
@@ -348,28 +392,16 @@ def drive(node: SimulatorNode, executor: Executor,
             progress(node.sim_time)
 
 
+def _run(node: SimulatorNode, executor: Executor) -> None:
+    drive(node, executor)
+    node.get_logger().info(f"finished at {node.sim_time:.3f} s sim time, "
+                           f"{node.real_time_factor:.2f}x real time")
+
+
 def main(args: list[str] | None = None) -> int:
-    """Run the simulator alone until ``duration_s`` (forever when 0)."""
-    rclpy.init(args=args)
-    node: SimulatorNode | None = None
-    try:
-        node = SimulatorNode()
-        executor = EventsExecutor()
-        executor.add_node(node)
-        drive(node, executor)
-        node.get_logger().info(f"finished at {node.sim_time:.3f} s sim time, "
-                               f"{node.real_time_factor:.2f}x real time")
-    except parameters.ParameterError as error:
-        print(f"simulator: {error}", file=sys.stderr)
-        return 2
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    return 0
+    """Run the simulator alone until ``duration_s`` (forever when 0); exit codes as
+    ``mav_ros_common.node_main``."""
+    return run_node(SimulatorNode, args, name=NODE_NAME, executor=EventsExecutor, run=_run)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ interval between calls, so irregular calls (or none during an outage) keep its l
 ``time_s`` of a fix is the epoch it is valid at; a receiver delivers it ``latency_s``
 later, which the caller applies. Inside an outage (scheduled in the config or injected)
 a fix has ``fix=False``, NaN position and velocity and all-zero covariances (ROS:
-unknown); consumers must honour the flag (CONVENTIONS: NO_FIX).
+unknown); consumers must honour the flag (docs/conventions.md §2.4: NO_FIX).
 """
 
 from __future__ import annotations
@@ -153,8 +153,27 @@ class GnssModel:
 
     @property
     def config(self) -> GnssConfig:
-        """The configuration this model was built with."""
+        """The configuration in use (``set_error_model`` replaces it)."""
         return self._config
+
+    def set_error_model(self, config: GnssConfig) -> None:
+        """White, correlated and velocity sigmas, correlation time, outage schedule and
+        ``publish_during_outage`` of ``config`` from the next fix on; the correlated error
+        keeps its current value. The antenna and the datum are the model's own: they must
+        not change (ValueError)."""
+        kept = ("antenna_position_m", "datum")
+        changed = [name for name in kept if getattr(config, name) != getattr(self._config, name)]
+        if changed:
+            raise ValueError(f"GnssModel.set_error_model: {changed} cannot change")
+        self._config = config
+        horizontal, vertical = config.horizontal_sigma_m, config.vertical_sigma_m
+        self._white_sigma = (horizontal, horizontal, vertical)
+        correlated_h = config.correlated_horizontal_sigma_m
+        self._correlated_sigma = (correlated_h, correlated_h, config.correlated_vertical_sigma_m)
+        self._position_covariance = np.diag(
+            [w * w + c * c for w, c in zip(self._white_sigma, self._correlated_sigma,
+                                           strict=True)])
+        self._velocity_covariance = np.eye(3) * config.velocity_sigma_mps**2
 
     @property
     def correlated_error_enu(self) -> NDArray[np.float64]:

@@ -24,11 +24,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from mav_geometry import scalar
+from mav_geometry.arrays import FloatVector
 from variational_sim.sensors._validation import (
     require_finite_vector,
     require_in_range,
@@ -51,6 +53,8 @@ _FLATTENING = 1.0 / 298.257223563
 _GRAVITY_RATIO_M = 3.44978650684e-3  # omega^2 a^2 b / GM
 
 Vector3 = tuple[float, float, float]
+MatrixLike: TypeAlias = Sequence[Sequence[float]] | NDArray[np.float64]
+"""A 3x3 matrix as rows of Python floats or a float array."""
 
 
 def earth_rate_enu(latitude_deg: float) -> NDArray[np.float64]:
@@ -146,14 +150,20 @@ class _BiasProcess:
 
     def __init__(self, turn_on_sigma: float, instability: float, walk_density: float,
                  interval_s: float, correlation_time_s: float) -> None:
+        self.tune(turn_on_sigma, instability, walk_density, interval_s, correlation_time_s)
+        self._turn_on: Vector3 = (0.0, 0.0, 0.0)
+        self._markov: Vector3 = (0.0, 0.0, 0.0)
+        self._walk: Vector3 = (0.0, 0.0, 0.0)
+
+    def tune(self, turn_on_sigma: float, instability: float, walk_density: float,
+             interval_s: float, correlation_time_s: float) -> None:
+        """Set the error law; the current bias stays (the turn-on sigma counts at the next
+        ``power_on``)."""
         self._turn_on_sigma = turn_on_sigma
         self._instability = instability
         self._phi, drive = gauss_markov_coefficients(interval_s, correlation_time_s)
         self._markov_drive = instability * drive
         self._walk_step = walk_density * math.sqrt(interval_s)
-        self._turn_on: Vector3 = (0.0, 0.0, 0.0)
-        self._markov: Vector3 = (0.0, 0.0, 0.0)
-        self._walk: Vector3 = (0.0, 0.0, 0.0)
 
     def power_on(self, normals: Sequence[float]) -> None:
         """New turn-on constant (``normals[0:3]``), Gauss-Markov part from its stationary law
@@ -185,12 +195,20 @@ class _BiasProcess:
         return (c0 + m0 + w0, c1 + m1 + w1, c2 + m2 + w2)
 
 
-def _components(vector: ArrayLike) -> Sequence[float]:
-    """A vector (or a matrix, as rows) as Python floats: numpy scalars are slow in scalar
-    arithmetic."""
+def _components(vector: FloatVector) -> Sequence[float]:
+    """A vector as Python floats: numpy scalars are slow in scalar arithmetic."""
     if isinstance(vector, np.ndarray):
-        return vector.tolist()
-    return vector  # type: ignore[return-value]
+        components: list[float] = vector.tolist()
+        return components
+    return vector
+
+
+def _rows(matrix: MatrixLike) -> Sequence[Sequence[float]]:
+    """A matrix as rows of Python floats (see ``_components``)."""
+    if isinstance(matrix, np.ndarray):
+        rows: list[list[float]] = matrix.tolist()
+        return rows
+    return matrix
 
 
 def _transpose_apply(rows: Sequence[Sequence[float]], v: Sequence[float]) -> Vector3:
@@ -226,7 +244,7 @@ class ImuModel:
         require_finite_vector("ImuModel", "earth_rate_enu", earth_rate, 3)
         self._config = config
         self._rng = rng
-        self._earth_rate: Vector3 = tuple(earth_rate)  # type: ignore[assignment]
+        self._earth_rate: Vector3 = tuple(earth_rate)
         interval = 1.0 / config.rate_hz
         sqrt_rate = math.sqrt(config.rate_hz)
         self._gyro_white = config.gyro_noise_density * sqrt_rate
@@ -239,15 +257,35 @@ class ImuModel:
             interval, config.bias_correlation_time_s)
         # Rows of the imu_link -> base_link rotation (readings go back with its transpose).
         self._mount_rows = scalar.to_matrix(config.mount_rotation_xyzw)
-        self._lever: Vector3 = tuple(float(c) for c in config.mount_position_m)  # type: ignore[assignment]
+        lever_x, lever_y, lever_z = config.mount_position_m  # 3 numbers (ImuConfig checks)
+        self._lever: Vector3 = (float(lever_x), float(lever_y), float(lever_z))
         self._normals = StandardNormalStream(rng, self._NORMALS_PER_SAMPLE)
         self._spike: tuple[Vector3, Vector3] | None = None
         self.reset()
 
     @property
     def config(self) -> ImuConfig:
-        """The configuration this model was built with."""
+        """The configuration in use (``set_error_model`` replaces it)."""
         return self._config
+
+    def set_error_model(self, config: ImuConfig) -> None:
+        """Noise densities, bias walks and instabilities, correlation time and ranges of
+        ``config`` from the next sample on; the biases keep their current values and the
+        noise stream goes on (turn-on sigmas count at the next ``reset``). The rate and the
+        mount are the model's own: they must not change (ValueError)."""
+        kept = ("rate_hz", "mount_rotation_xyzw", "mount_position_m")
+        changed = [name for name in kept if getattr(config, name) != getattr(self._config, name)]
+        if changed:
+            raise ValueError(f"ImuModel.set_error_model: {changed} cannot change")
+        self._config = config
+        interval = 1.0 / config.rate_hz
+        sqrt_rate = math.sqrt(config.rate_hz)
+        self._gyro_white = config.gyro_noise_density * sqrt_rate
+        self._accel_white = config.accel_noise_density * sqrt_rate
+        self._gyro_bias.tune(config.gyro_turn_on_sigma, config.gyro_bias_instability,
+                             config.gyro_bias_walk, interval, config.bias_correlation_time_s)
+        self._accel_bias.tune(config.accel_turn_on_sigma, config.accel_bias_instability,
+                              config.accel_bias_walk, interval, config.bias_correlation_time_s)
 
     @property
     def gyro_bias(self) -> NDArray[np.float64]:
@@ -279,11 +317,11 @@ class ImuModel:
         if self._spike is not None:
             gyro_spike = gyro_spike + self._spike[0]
             accel_spike = accel_spike + self._spike[1]
-        self._spike = (tuple(gyro_spike.tolist()), tuple(accel_spike.tolist()))  # type: ignore[assignment]
+        self._spike = (tuple(gyro_spike.tolist()), tuple(accel_spike.tolist()))
 
-    def sample(self, rotation: np.ndarray, angular_velocity_body: ArrayLike,
-               angular_acceleration_body: ArrayLike, acceleration_enu: ArrayLike,
-               gravity_enu: ArrayLike, velocity_enu: ArrayLike | None = None) -> ImuSample:
+    def sample(self, rotation: MatrixLike, angular_velocity_body: FloatVector,
+               angular_acceleration_body: FloatVector, acceleration_enu: FloatVector,
+               gravity_enu: FloatVector, velocity_enu: FloatVector | None = None) -> ImuSample:
         """Advance the biases by one period and return the reading at this instant.
 
         ``rotation``: 3x3 ``base_link -> ENU``; ``angular_velocity_body`` (rad/s) and
@@ -293,7 +331,7 @@ class ImuModel:
         ``velocity_enu`` (m/s), optional: adds the Coriolis term ``2 w_ie x v``.
         Inputs are trusted simulator truth: they are not validated here (hot path).
         """
-        rows = _components(rotation)
+        rows = _rows(rotation)
         wx, wy, wz = omega = _components(angular_velocity_body)
         ae, an, au = _components(acceleration_enu)
         ge, gn, gu = _components(gravity_enu)

@@ -61,7 +61,7 @@ def locked_rigid_body(model: TreeModel, gravity: float) -> RigidBody:
     mass = float(inertia[3, 3])
     coupling = inertia[:3, 3:] / mass
     com = (coupling[2, 1], coupling[0, 2], coupling[1, 0])
-    return RigidBody(inertia, mass, com, (0.0, 0.0, -gravity))
+    return RigidBody(inertia, mass, np.array(com), np.array((0.0, 0.0, -gravity)))
 
 
 Matrix3 = tuple[Vector3, Vector3, Vector3]

@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-from mav_dynamics.vehicle_file import load_vehicle, resolve_vehicle_file
+from mav_dynamics.vehicle_file import load_vehicle
 from mav_geometry.arrays import FloatArray
 from variational_sim.sensors.gnss import GnssConfig, GnssFix, GnssModel
 from variational_sim.sensors.imu import ImuConfig, ImuModel, ImuSample, earth_rate_enu
@@ -44,7 +45,8 @@ def steps_per_period(name: str, rate_hz: float, physics_rate_hz: float) -> int:
 class SimulatorConfig:
     """Everything a simulator run needs; validated on construction (SI units, ENU)."""
 
-    vehicle_file: str = "quadrotor_x.yaml"
+    vehicle_file: str
+    """Path of the vehicle file (the ROS shell resolves names to installed files)."""
     integrator: str = "dqvi"
     physics_rate_hz: float = 1000.0
     seed: int = 0
@@ -126,7 +128,7 @@ class VehicleSimulator:
 
     def __init__(self, config: SimulatorConfig) -> None:
         self.config = config
-        self.vehicle_path = resolve_vehicle_file(config.vehicle_file)
+        self.vehicle_path = Path(config.vehicle_file)
         self.vehicle = load_vehicle(self.vehicle_path)
         self.step_size = config.step_size
         self.plant = MultirotorPlant(self.vehicle, config.integrator, self.step_size,

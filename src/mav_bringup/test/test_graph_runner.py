@@ -17,12 +17,12 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import Reader
 
+from mav_bringup.graph import metrics
+from mav_bringup.graph.components import default_graph_file, load_graph
+from mav_bringup.graph.recorder import TYPESTORE, BagRecorder, topic_specs, type_name
+from mav_bringup.graph.runner import RunOptions, _overrides, parse_args
+from mav_bringup.graph.series import OdometrySeries
 from mav_geometry import quaternion as Q
-from variational_sim.graph import metrics
-from variational_sim.graph.components import GRAPH_FILE, load_graph
-from variational_sim.graph.recorder import TYPESTORE, BagRecorder, topic_specs, type_name
-from variational_sim.graph.runner import RunOptions, _overrides, parse_args
-from variational_sim.graph.series import OdometrySeries
 
 
 def _series(time, position, attitude=None, pose_variance=None, velocity=None):
@@ -37,11 +37,11 @@ def _series(time, position, attitude=None, pose_variance=None, velocity=None):
 
 # ----- graph file ---------------------------------------------------------------------------
 def test_the_shipped_graph_names_three_nodes_with_existing_parameter_files():
-    components = load_graph(GRAPH_FILE)
+    components = load_graph(default_graph_file())
     assert [c.name for c in components] == ["simulator", "controller", "trident_ekf"]
     for component in components:
         assert component.parameters.is_file()
-        assert component.parameters.parent == GRAPH_FILE.parent
+        assert component.parameters.parent == default_graph_file().resolve().parent
 
 
 def test_a_graph_file_with_a_missing_parameter_file_is_refused(tmp_path):
@@ -68,7 +68,7 @@ def test_a_missing_package_names_what_to_install(tmp_path):
 
 
 def test_parameter_overrides_become_ros_arguments_after_the_file():
-    component = load_graph(GRAPH_FILE)[0]
+    component = load_graph(default_graph_file())[0]
     arguments = component.ros_arguments({"duration_s": 2.5, "lockstep": True,
                                          "vehicle_file": "quadrotor_x.yaml", "list": [1.0, 2]})
     assert arguments[:3] == ["--ros-args", "--params-file", str(component.parameters)]

@@ -13,7 +13,8 @@ import pymap3d
 from numpy.typing import NDArray
 from rosbags.rosbag2 import Reader
 
-from variational_sim.graph.recorder import TYPESTORE
+from mav_bringup.graph.recorder import TYPESTORE
+from mav_ros_common.diagnostics import DIAGNOSTICS_TOPIC
 
 FloatArray = NDArray[np.float64]
 
@@ -21,7 +22,6 @@ TRUTH = "/ground_truth/odometry"
 ESTIMATE = "/trident_ekf/odometry"
 REFERENCE = "/controller/reference"
 FIX = "/gnss/fix"
-DIAGNOSTICS = "/diagnostics"
 
 
 def _stamp(message: Any) -> float:
@@ -85,13 +85,13 @@ def read_run(bag: Path, datum: tuple[float, float, float]) -> RunSeries:
     with Reader(bag) as reader:
         counts = {c.topic: c.msgcount for c in reader.connections}
         wanted = [c for c in reader.connections
-                  if c.topic in (TRUTH, ESTIMATE, REFERENCE, FIX, DIAGNOSTICS)]
+                  if c.topic in (TRUTH, ESTIMATE, REFERENCE, FIX, DIAGNOSTICS_TOPIC)]
         for connection, _, raw in reader.messages(connections=wanted):
-            message = TYPESTORE.deserialize_cdr(raw, connection.msgtype)
+            message: Any = TYPESTORE.deserialize_cdr(raw, connection.msgtype)
             if connection.topic == FIX:
                 fixes.append((_stamp(message), message.latitude, message.longitude,
                               message.altitude, message.status.status >= 0))
-            elif connection.topic == DIAGNOSTICS:
+            elif connection.topic == DIAGNOSTICS_TOPIC:
                 _collect_diagnostics(message, diagnostics)
             else:
                 odometry[connection.topic].append(message)

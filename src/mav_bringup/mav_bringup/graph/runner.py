@@ -20,13 +20,14 @@ from typing import Any
 
 import rclpy
 import yaml
-from rclpy.experimental import EventsExecutor
+from rclpy.executors import Executor
+from rclpy.experimental.events_executor import EventsExecutor
 from rclpy.node import Node
 
-from variational_sim.graph.components import GRAPH_FILE, load_graph
-from variational_sim.graph.recorder import BagRecorder, topic_specs
-from variational_sim.graph.report import write_report
-from variational_sim.graph.series import read_run
+from mav_bringup.graph.components import default_graph_file, load_graph
+from mav_bringup.graph.recorder import BagRecorder, topic_specs
+from mav_bringup.graph.report import write_report
+from mav_bringup.graph.series import read_run
 from variational_sim.ros.simulator_node import drive
 
 SIMULATOR = "simulator"
@@ -50,7 +51,8 @@ class RunOptions:
     overwrite: bool = False
     record: bool = True
     report: bool = True
-    graph: Path = GRAPH_FILE
+    graph: Path | None = None
+    """Graph file; None: ``config/graph.yaml`` of the installed bringup."""
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     progress: bool = True
 
@@ -87,9 +89,10 @@ def run(options: RunOptions) -> RunResult:
     """Run the graph to ``options.duration_s`` of sim time; record and report as asked."""
     if not options.duration_s > 0.0:
         raise ValueError(f"duration must be > 0 s, got {options.duration_s!r}")
-    components = load_graph(options.graph)
+    graph_file = options.graph if options.graph is not None else default_graph_file()
+    components = load_graph(graph_file)
     if SIMULATOR not in {c.name for c in components}:
-        raise ValueError(f"graph file {options.graph} has no '{SIMULATOR}' node")
+        raise ValueError(f"graph file {graph_file} has no '{SIMULATOR}' node")
     bag = options.output_dir / "bag" if options.record else None
     _prepare_output(options.output_dir, options.overwrite)
     parameters = options.node_parameters()
@@ -106,7 +109,7 @@ def run(options: RunOptions) -> RunResult:
                 context=context, cli_args=component.ros_arguments(values))
         executor = EventsExecutor(context=context)
         if bag is not None:
-            simulator = nodes[SIMULATOR]
+            simulator: Any = nodes[SIMULATOR]
             recorder_node = Node("recorder", context=context, start_parameter_services=False)
             recorder = BagRecorder(recorder_node, bag,
                                    lambda: round(simulator.sim_time * 1e9))
@@ -116,7 +119,8 @@ def run(options: RunOptions) -> RunResult:
             executor.add_node(node)
         sim_time, wall_time = _lockstep_loop(nodes[SIMULATOR], executor, options)
         counts = dict(recorder.counts) if recorder else {}
-        datum = tuple(float(v) for v in nodes[SIMULATOR].get_parameter("datum").value)
+        latitude, longitude, height = nodes[SIMULATOR].get_parameter("datum").value
+        datum = (float(latitude), float(longitude), float(height))
     finally:
         if recorder is not None:
             recorder.close()
@@ -147,7 +151,7 @@ def _prepare_output(directory: Path, overwrite: bool) -> None:
     directory.mkdir(parents=True, exist_ok=True)
 
 
-def _lockstep_loop(simulator: Any, executor: EventsExecutor,
+def _lockstep_loop(simulator: Any, executor: Executor,
                    options: RunOptions) -> tuple[float, float]:
     """Drive the simulator's lock-step to the end with progress lines; (sim s, wall s)."""
     start = time.perf_counter()
@@ -200,7 +204,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-record", action="store_true",
                         help="do not record a bag (and so no report)")
     parser.add_argument("--graph", type=Path, default=defaults.graph,
-                        help="graph file (default config/graph.yaml)")
+                        help="graph file (default: config/graph.yaml of the installed "
+                             "mav_bringup)")
     parser.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",
                         help="override one parameter, e.g. --set simulator.gnss_rate_hz=5.0 "
                              "(YAML value: write 5.0 for a real-valued parameter; repeatable)")
@@ -228,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             overwrite=args.overwrite, record=not args.no_record, report=not args.no_record,
             graph=args.graph, overrides=_overrides(args.set), progress=not args.quiet)
         result = run(options)
-    except (ValueError, FileExistsError, ImportError) as error:
+    except (ValueError, OSError, ImportError) as error:
         print(f"mav-sim: {error}", file=sys.stderr)
         return 2
     print(f"mav-sim: {result.sim_time_s:.1f} s simulated in {result.wall_time_s:.1f} s "

@@ -13,9 +13,12 @@ from typing import Any
 
 import yaml
 
-CONFIG_DIR = Path(__file__).resolve().parents[4] / "config"
-"""``config/`` of the source tree (also of a colcon ``--symlink-install`` workspace)."""
-GRAPH_FILE = CONFIG_DIR / "graph.yaml"
+from mav_ros_common.resources import config_file
+
+
+def default_graph_file() -> Path:
+    """``config/graph.yaml`` as installed with the bringup."""
+    return config_file("graph.yaml")
 
 
 @dataclass(frozen=True)
@@ -51,10 +54,10 @@ class Component:
 def _ros_value(value: Any) -> str:
     """A parameter value as ``ros2 run ... -p`` parses it (YAML flow style, one line)."""
     text = yaml.safe_dump(value, default_flow_style=True, width=10**6)
-    return text.removesuffix("\n...\n").strip()
+    return str(text).removesuffix("\n...\n").strip()
 
 
-def load_graph(path: Path = GRAPH_FILE) -> list[Component]:
+def load_graph(path: Path) -> list[Component]:
     """Components in start order; parameter files resolved against the graph file's folder."""
     try:
         document = yaml.safe_load(Path(path).read_text())

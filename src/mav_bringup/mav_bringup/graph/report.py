@@ -9,9 +9,10 @@ from typing import Any
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
-from variational_sim.graph.metrics import AXES, EstimateErrors, estimate_errors, tracking_error
-from variational_sim.graph.series import RunSeries
+from mav_bringup.graph.metrics import AXES, EstimateErrors, estimate_errors, tracking_error
+from mav_bringup.graph.series import RunSeries
 
 matplotlib.use("Agg")  # files only: the runner may have no display
 
@@ -66,7 +67,7 @@ def write_report(series: RunSeries, directory: Path, run: dict[str, Any]) -> dic
     return summary
 
 
-def _plot_trajectory(series: RunSeries) -> plt.Figure:
+def _plot_trajectory(series: RunSeries) -> Figure:
     figure, (top, side) = plt.subplots(1, 2, figsize=(13, 5.5))
     valid = series.fix_valid
     top.plot(series.fix_enu[valid, 0], series.fix_enu[valid, 1], ".", ms=2, color="0.7",
@@ -87,7 +88,7 @@ def _plot_trajectory(series: RunSeries) -> plt.Figure:
     return figure
 
 
-def _plot_estimate_errors(errors: EstimateErrors) -> plt.Figure:
+def _plot_estimate_errors(errors: EstimateErrors) -> Figure:
     figure, axes = plt.subplots(3, 3, figsize=(14, 9), sharex=True)
     rows = (("position", "m", 1.0), ("velocity", "m/s", 1.0), ("attitude", "deg", np.degrees(1.0)))
     for row, (name, unit, scale) in zip(axes, rows, strict=True):
@@ -107,7 +108,7 @@ def _plot_estimate_errors(errors: EstimateErrors) -> plt.Figure:
     return figure
 
 
-def _plot_tracking(series: RunSeries) -> plt.Figure:
+def _plot_tracking(series: RunSeries) -> Figure:
     time, error = tracking_error(series.truth, series.reference)
     figure, axis = plt.subplots(figsize=(10, 4))
     for k in range(3):
@@ -120,7 +121,7 @@ def _plot_tracking(series: RunSeries) -> plt.Figure:
     return figure
 
 
-def _plot_integrator(series: RunSeries) -> plt.Figure:
+def _plot_integrator(series: RunSeries) -> Figure:
     simulator = series.diagnostics.get("simulator", {})
     figure, axes = plt.subplots(1, 2, figsize=(12, 4))
     for axis, key in zip(axes, ENERGY_KEYS, strict=True):

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from mav_bringup.graph.series import OdometrySeries
 from mav_geometry import quaternion as Q
-from variational_sim.graph.series import OdometrySeries
 
 FloatArray = NDArray[np.float64]
 MATCH_TOLERANCE_S = 2.5e-3

@@ -1,0 +1,1 @@
+"""Bringup of the suite: the launch and config files it installs, and ``mav-sim``."""

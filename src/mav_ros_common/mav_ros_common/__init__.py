@@ -1,0 +1,13 @@
+"""ROS 2 plumbing shared by every node of the suite.
+
+- ``parameters``: parameter specs (unit, range, choices, read-only or dynamic), declaration
+  with descriptors, validation, and run-time changes that are refused with a reason or
+  applied;
+- ``qos``: the QoS profiles of the suite's topics;
+- ``stamps``: ``builtin_interfaces/Time`` <-> seconds and nanoseconds;
+- ``diagnostics``: ``/diagnostics`` messages (levels, key/values, the topic);
+- ``node_main``: the ``main()`` of a node (init, spin, shutdown, exit codes);
+- ``resources``: installed share files (launch, parameter, vehicle and robot files).
+
+No core module imports this package: only the ROS shells (``*/ros/``) and the bringup do.
+"""

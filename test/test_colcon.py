@@ -1,0 +1,161 @@
+"""The workspace as a ROS 2 user builds and tests it: `colcon build`, then `colcon test`.
+
+One colcon build of the repository (default base path: the repository root, so that what
+colcon crawls is checked too) into a temporary build, install and log space, then:
+
+- exactly the product packages are found (not tools/tf2_msgs, not the venv's links);
+- the bringup's launch, parameter, vehicle, robot and rviz files land in
+  `share/mav_bringup/`, every node executable the launch files start is where launch_ros
+  looks (`lib/<package>/<executable>`), and `ament_index_python` plus the suite's own lookup
+  resolve them from the sourced install;
+- `colcon test` runs, per package, exactly the tests `pytest` collects for it, none skipped,
+  none failed, and no package runs zero tests.
+
+The colcon commands run with the install sourced (`. install/setup.sh`), as a user
+does after a build: nodes look their vehicle files up in the installed mav_bringup.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = sorted(p.parent.name for p in (ROOT / "src").glob("*/package.xml"))
+BRINGUP = "mav_bringup"
+VENV_BIN = Path(sys.executable).parent
+# `colcon test` runs every package's suite once more: minutes, not the default 300 s.
+pytestmark = pytest.mark.timeout(1800)
+
+
+def _clean_environment() -> dict[str, str]:
+    """The caller's environment without any ROS overlay, with the venv's tools on PATH."""
+    env = {key: value for key, value in os.environ.items() if key not in {
+        "AMENT_PREFIX_PATH", "COLCON_PREFIX_PATH", "CMAKE_PREFIX_PATH", "PYTHONPATH",
+        "LD_LIBRARY_PATH", "_ROS_WHEELS_BOOTSTRAP_COMPLETE", "PYTEST_ADDOPTS",
+        "PYTEST_CURRENT_TEST"}}
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def _run(command: str, workspace: Path, sourced: bool = True,
+         check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`command` in bash from the repository root, after sourcing the install if asked."""
+    prefix = f". {shlex.quote(str(workspace / 'install' / 'setup.sh'))} && " if sourced \
+        else ""
+    result = subprocess.run(["bash", "-c", prefix + command], cwd=ROOT, env=_clean_environment(),
+                            capture_output=True, text=True, check=False)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{command} failed ({result.returncode}):\n"
+                             f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+    return result
+
+
+def _spaces(workspace: Path) -> str:
+    """colcon's build and install space options for `workspace`."""
+    return f"--build-base {workspace / 'build'} --install-base {workspace / 'install'}"
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A colcon build of the repository in a temporary build/install/log space."""
+    space = tmp_path_factory.mktemp("colcon")
+    _run(f"colcon --log-base {space / 'log'} build {_spaces(space)} "
+         "--event-handlers console_direct-",
+         space, sourced=False)
+    return space
+
+
+def test_colcon_finds_exactly_the_product_packages(workspace: Path) -> None:
+    built = sorted(p.name for p in (workspace / "install").iterdir() if p.is_dir())
+    assert built == PACKAGES
+    assert set(PACKAGES) == {"mav_geometry", "mav_dynamics", "variational_sim", "trident_ekf",
+                             "mav_ros_common", BRINGUP}
+
+
+def test_bringup_files_are_installed_and_resolved_by_the_ament_index(workspace: Path) -> None:
+    share = workspace / "install" / BRINGUP / "share" / BRINGUP
+    for folder in ("launch", "config"):
+        for source in (ROOT / folder).rglob("*"):
+            if source.is_file() and "__pycache__" not in source.parts:
+                installed = share / source.relative_to(ROOT)
+                assert installed.is_file(), f"{source.relative_to(ROOT)} is not installed"
+                assert installed.read_bytes() == source.read_bytes()
+    probe = (
+        "from ament_index_python.packages import get_package_share_directory as share\n"
+        "from mav_ros_common.resources import config_file, find_named_file\n"
+        f"for package in {PACKAGES!r}:\n"
+        "    print(package, share(package))\n"
+        "print('vehicle', find_named_file('quadrotor_x', 'vehicles'))\n"
+        "print('robot', find_named_file('fly_hopper', 'robots'))\n"
+        "print('graph', config_file('graph.yaml'))\n"
+    )
+    output = _run(f"python -c {shlex.quote(probe)}", workspace).stdout
+    resolved = dict(line.split(" ", 1) for line in output.splitlines())
+    for package in PACKAGES:
+        assert Path(resolved[package]) == workspace / "install" / package / "share" / package
+    assert Path(resolved["vehicle"]) == share / "config" / "vehicles" / "quadrotor_x.yaml"
+    assert Path(resolved["robot"]) == share / "config" / "robots" / "fly_hopper.yaml"
+    assert Path(resolved["graph"]) == share / "config" / "graph.yaml"
+
+
+def test_every_launched_executable_is_where_launch_ros_looks(workspace: Path) -> None:
+    started = set()
+    for launch_file in (ROOT / "launch").glob("*.launch.py"):
+        text = launch_file.read_text()
+        started |= set(re.findall(r'package="(\w+)",\s*executable="([\w-]+)"', text))
+    started = {(package, exe) for package, exe in started if package in PACKAGES}
+    assert {package for package, _ in started} == {"variational_sim", "mav_dynamics",
+                                                   "trident_ekf"}
+    for package, executable in started:
+        path = workspace / "install" / package / "lib" / package / executable
+        assert path.is_file(), f"{package}/{executable}: no {path}"
+        assert os.access(path, os.X_OK), f"{path} is not executable"
+    mav_sim = workspace / "install" / BRINGUP / "lib" / BRINGUP / "mav-sim"
+    assert _run(f"{mav_sim} --help", workspace).stdout.startswith("usage: mav-sim")
+
+
+def _collected(package: str) -> int:
+    """Number of tests pytest collects for one package's test folder."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         str(ROOT / "src" / package / "test")],
+        cwd=ROOT, env=_clean_environment(), capture_output=True, text=True, check=False)
+    match = re.search(r"^(\d+) tests? collected", result.stdout, re.MULTILINE)
+    assert match, f"pytest --collect-only {package}:\n{result.stdout[-2000:]}{result.stderr}"
+    return int(match.group(1))
+
+
+def test_colcon_test_runs_every_package_suite(workspace: Path) -> None:
+    _run(f"colcon --log-base {workspace / 'log'} test {_spaces(workspace)} "
+         f"--test-result-base {workspace / 'results'} --executor sequential "
+         # Reproducible property tests, as tools/test runs them in CI.
+         "--pytest-args ' --hypothesis-profile=ci' --event-handlers console_direct-", workspace)
+    rows = []
+    for package in PACKAGES:
+        report = workspace / "results" / package / "pytest.xml"
+        assert report.is_file(), f"colcon test wrote no result for {package}"
+        root = ElementTree.parse(report).getroot()
+        suite = root if root.tag == "testsuite" else root.find("testsuite")
+        assert suite is not None
+        counts = {key: int(suite.get(key, "0")) for key in ("tests", "failures", "errors",
+                                                             "skipped")}
+        rows.append((package, counts["tests"], _collected(package), counts))
+    print("\npackage            colcon test   pytest --collect-only")
+    for package, ran, collected, _ in rows:
+        print(f"{package:<18} {ran:>11}   {collected:>21}")
+    for package, ran, collected, counts in rows:
+        assert ran > 0, f"colcon test ran no test of {package}"
+        assert ran == collected, f"{package}: colcon ran {ran}, pytest collects {collected}"
+        assert counts["failures"] == counts["errors"] == 0, f"{package}: {counts}"
+        assert counts["skipped"] == 0, f"{package}: {counts['skipped']} skipped"
+    result = _run(f"colcon test-result --test-result-base {workspace / 'results'}", workspace,
+                  check=False)
+    assert result.returncode == 0, result.stdout
