@@ -139,14 +139,7 @@ class GnssModel:
     def __init__(self, config: GnssConfig, rng: np.random.Generator) -> None:
         self._config = config
         self._normals = StandardNormalStream(rng, self._NORMALS_PER_FIX, block_rows=64)
-        horizontal, vertical = config.horizontal_sigma_m, config.vertical_sigma_m
-        self._white_sigma = (horizontal, horizontal, vertical)
-        correlated_h = config.correlated_horizontal_sigma_m
-        self._correlated_sigma = (correlated_h, correlated_h, config.correlated_vertical_sigma_m)
-        self._position_covariance = np.diag(
-            [w * w + c * c for w, c in zip(self._white_sigma, self._correlated_sigma,
-                                           strict=True)])
-        self._velocity_covariance = np.eye(3) * config.velocity_sigma_mps**2
+        self._use_sigmas(config)
         self._antenna = tuple(float(c) for c in config.antenna_position_m)
         self._injected: list[tuple[float, float]] = []
         self.reset()
@@ -166,6 +159,10 @@ class GnssModel:
         if changed:
             raise ValueError(f"GnssModel.set_error_model: {changed} cannot change")
         self._config = config
+        self._use_sigmas(config)
+
+    def _use_sigmas(self, config: GnssConfig) -> None:
+        """Per-axis white and correlated sigmas and the covariances reported with a fix."""
         horizontal, vertical = config.horizontal_sigma_m, config.vertical_sigma_m
         self._white_sigma = (horizontal, horizontal, vertical)
         correlated_h = config.correlated_horizontal_sigma_m
