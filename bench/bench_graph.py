@@ -41,6 +41,7 @@ from harness import Result, best_time, write_report
 
 from mav_bringup.graph.components import default_graph_file, load_graph
 from mav_bringup.graph.runner import SIMULATOR, RunOptions, run
+from mav_ros_common.resources import find_named_file
 from variational_sim.sensors.gnss import GnssConfig
 from variational_sim.sensors.imu import ImuConfig
 from variational_sim.vehicle_sim.plant import STANDARD_GRAVITY
@@ -71,8 +72,8 @@ PROCESS_TIMEOUT_S = 600.0
 def core_baseline(duration_s: float) -> float:
     """Step the core alone for ``duration_s`` (IMU and GNSS sampled); returns its sim time."""
     simulator = VehicleSimulator(SimulatorConfig(
-        vehicle_file=VEHICLE, physics_rate_hz=PHYSICS_RATE_HZ, imu=ImuConfig(rate_hz=IMU_RATE_HZ),
-        gnss=GnssConfig(rate_hz=GNSS_RATE_HZ)))
+        vehicle_file=str(find_named_file(VEHICLE, "vehicles")), physics_rate_hz=PHYSICS_RATE_HZ,
+        imu=ImuConfig(rate_hz=IMU_RATE_HZ), gnss=GnssConfig(rate_hz=GNSS_RATE_HZ)))
     vehicle = simulator.vehicle
     thrust_per_rotor = HOVER_MARGIN * vehicle.total_mass * STANDARD_GRAVITY / len(vehicle.rotors)
     simulator.set_command([math.sqrt(thrust_per_rotor / rotor.thrust_coefficient)

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 from harness import Case, Result, run, write_report
 
+from mav_ros_common.resources import find_named_file
 from variational_sim.integrators.dqvi import DQVI
 from variational_sim.vehicle_sim.simulator import SimulatorConfig, VehicleSimulator
 
@@ -62,8 +63,14 @@ def bare_dqvi(simulator: VehicleSimulator):
     return step
 
 
+def simulator_of(vehicle: str) -> VehicleSimulator:
+    """A hovering simulator of an installed vehicle file, spinning its rotors."""
+    path = find_named_file(vehicle, "vehicles")
+    return spinning_hover(VehicleSimulator(SimulatorConfig(vehicle_file=str(path))))
+
+
 def simulator_case(vehicle_file: str) -> Case:
-    simulator = spinning_hover(VehicleSimulator(SimulatorConfig(vehicle_file=vehicle_file)))
+    simulator = simulator_of(vehicle_file)
     baseline = bare_dqvi(simulator)
 
     def ours() -> np.ndarray:
@@ -76,8 +83,7 @@ def simulator_case(vehicle_file: str) -> Case:
 def slewing_tilts_case() -> Case:
     """``tilting_quadrotor`` with a tilt command alternating each step, so the servos move
     and K(tilt) is re-evaluated at every step."""
-    simulator = spinning_hover(VehicleSimulator(SimulatorConfig(
-        vehicle_file="tilting_quadrotor.yaml")))
+    simulator = simulator_of("tilting_quadrotor")
     baseline = bare_dqvi(simulator)
     speeds = list(simulator.motors.commands)
     calls = [0]
@@ -93,7 +99,7 @@ def slewing_tilts_case() -> Case:
 
 
 def plant_case() -> Case:
-    simulator = spinning_hover(VehicleSimulator(SimulatorConfig()))
+    simulator = simulator_of("quadrotor_x")
     baseline = bare_dqvi(simulator)
     plant, speeds = simulator.plant, list(simulator.motors.speeds)
 
