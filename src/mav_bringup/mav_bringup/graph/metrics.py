@@ -10,8 +10,8 @@ from numpy.typing import NDArray
 
 from mav_bringup.graph.series import OdometrySeries
 from mav_geometry import quaternion as Q
+from mav_geometry.arrays import FloatArray
 
-FloatArray = NDArray[np.float64]
 MATCH_TOLERANCE_S = 2.5e-3
 """Largest stamp difference at which an estimate and a truth sample are compared, s."""
 AXES = ("x", "y", "z")

@@ -14,18 +14,14 @@ from numpy.typing import NDArray
 from rosbags.rosbag2 import Reader
 
 from mav_bringup.graph.recorder import TYPESTORE
+from mav_geometry.arrays import FloatArray
 from mav_ros_common.diagnostics import DIAGNOSTICS_TOPIC
-
-FloatArray = NDArray[np.float64]
+from mav_ros_common.stamps import to_seconds
 
 TRUTH = "/ground_truth/odometry"
 ESTIMATE = "/trident_ekf/odometry"
 REFERENCE = "/controller/reference"
 FIX = "/gnss/fix"
-
-
-def _stamp(message: Any) -> float:
-    return float(message.header.stamp.sec) + 1e-9 * float(message.header.stamp.nanosec)
 
 
 @dataclass
@@ -42,7 +38,7 @@ class OdometrySeries:
 
     @classmethod
     def from_messages(cls, messages: list[Any]) -> OdometrySeries:
-        rows = [(_stamp(m),
+        rows = [(to_seconds(m.header.stamp),
                  (m.pose.pose.position.x, m.pose.pose.position.y, m.pose.pose.position.z),
                  (m.pose.pose.orientation.x, m.pose.pose.orientation.y,
                   m.pose.pose.orientation.z, m.pose.pose.orientation.w),
@@ -89,7 +85,7 @@ def read_run(bag: Path, datum: tuple[float, float, float]) -> RunSeries:
         for connection, _, raw in reader.messages(connections=wanted):
             message: Any = TYPESTORE.deserialize_cdr(raw, connection.msgtype)
             if connection.topic == FIX:
-                fixes.append((_stamp(message), message.latitude, message.longitude,
+                fixes.append((to_seconds(message.header.stamp), message.latitude, message.longitude,
                               message.altitude, message.status.status >= 0))
             elif connection.topic == DIAGNOSTICS_TOPIC:
                 _collect_diagnostics(message, diagnostics)
@@ -116,7 +112,7 @@ def read_run(bag: Path, datum: tuple[float, float, float]) -> RunSeries:
 
 def _collect_diagnostics(message: Any,
                          into: dict[str, dict[str, list[tuple[float, float]]]]) -> None:
-    stamp = _stamp(message)
+    stamp = to_seconds(message.header.stamp)
     for status in message.status:
         for pair in status.values:
             try:
