@@ -233,7 +233,8 @@ class ParameterSpec:
         else:
             items = _sequence(value)
             if items is not None and self._length_ok(len(items)) and all(
-                    _is_number(v) and self._number_ok(float(v), nan_ok=False) for v in items):
+                    _is_number(v) and self._number_ok(float(v), nan_ok=self.allow_nan)
+                    for v in items):
                 return tuple(float(v) for v in items)
         raise invalid(self.name, value, self.allowed())
 

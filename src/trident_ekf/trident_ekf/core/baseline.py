@@ -18,6 +18,7 @@ from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
 from mav_geometry.scalar import Quaternion, Vector3, exp_with_jacobian, multiply, to_matrix
 from trident_ekf.core.config import FilterConfig
+from trident_ekf.core.measurements.base import AidingSource
 from trident_ekf.core.earth import OMEGA_ECEF, gravity_gradient
 from trident_ekf.core.filter import (
     ATT,
@@ -25,6 +26,8 @@ from trident_ekf.core.filter import (
     POS,
     VEL,
     ErrorStateFilter,
+)
+from trident_ekf.core.skew import (
     block_flat_indices,
     skew,
     skew_flat_indices,
@@ -38,8 +41,9 @@ class BaselineESKF(ErrorStateFilter):
 
     _NOMINAL_FIELDS = ("_q", "_v", "_p")
 
-    def __init__(self, config: FilterConfig | None = None) -> None:
-        super().__init__(config)
+    def __init__(self, config: FilterConfig | None = None,
+                 sources: Sequence[AidingSource] = ()) -> None:
+        super().__init__(config, sources)
         self._integrator = ConventionalIntegrator()
         self._q: Quaternion = (0.0, 0.0, 0.0, 1.0)
         self._v: Vector3 = (0.0, 0.0, 0.0)
@@ -84,7 +88,7 @@ class BaselineESKF(ErrorStateFilter):
             *C[0], *C[1], *C[2],
         ]
 
-    def _navigation_error_block(self, rotation: FloatArray) -> FloatArray:
+    def navigation_error_block(self, rotation: FloatArray) -> FloatArray:
         return np.eye(3)
 
     def _inject(self, dx: Sequence[float]) -> None:

@@ -18,8 +18,8 @@ class FilterConfig:
     accel_bias_walk: accel bias random walk N_ba, m/s^2/sqrt(s).
     lever_arm: IMU to GNSS antenna, body axes, m.
     covariance_decimation: IMU samples per covariance propagation (1 = every sample).
-    gate_probability: chi-square probability of the NIS gate (1, 3 or 6 dof; 0 disables it),
-        shared by GNSS, magnetometer and barometer updates.
+    gate_probability: chi-square probability of the NIS gate of every aiding update (0
+        disables it).
     max_imu_interval: longest accepted IMU interval, s; longer gaps are counted and not
         integrated (the clock jumps).
     outage_timeout: time without an accepted GNSS update before the status reads OUTAGE, s.
@@ -29,13 +29,6 @@ class FilterConfig:
         (state snapshots and IMU samples are kept that long; 0 disables the history).
     reset_on_divergence: on that declaration, reset position and velocity to the fix (with
         the fix's covariance) instead of staying DIVERGED until re-initialized.
-    magnetic_field_ned: Earth magnetic flux density (north, east, down), T, at
-        ``magnetic_datum`` (e.g. from the WMM); held constant in ECEF. None: no magnetometer.
-    magnetic_datum: (latitude, longitude), deg, where ``magnetic_field_ned`` holds; None:
-        the geodetic position given to ``initialize``.
-    barometer_height_offset: ellipsoidal height minus the barometer's height reading, m
-        (0 for an ellipsoidal reading, the geoid undulation for an MSL one, the take-off
-        ellipsoidal height for a height above take-off). Constant: no baro bias is estimated.
     gnss_bias_sigma_horizontal, gnss_bias_sigma_vertical: stationary sigma, m, of the
         slowly varying (multipath, atmosphere) part of the GNSS position error, per east /
         north and up axis. 0 for both (default): fixes are white, 15 error states. Both > 0:
@@ -64,9 +57,6 @@ class FilterConfig:
     max_consecutive_rejections: int = 25
     reset_on_divergence: bool = True
     history_length: float = 1.0
-    magnetic_field_ned: tuple[float, float, float] | None = None
-    magnetic_datum: tuple[float, float] | None = None
-    barometer_height_offset: float = 0.0
     gnss_bias_sigma_horizontal: float = 0.0
     gnss_bias_sigma_vertical: float = 0.0
     gnss_bias_correlation_time: float = 60.0
@@ -97,19 +87,6 @@ class FilterConfig:
             raise ValueError(
                 f"covariance_decimation must be an integer >= 1, got {self.covariance_decimation!r}"
             )
-        field = self.magnetic_field_ned
-        if field is not None and not (
-            len(field) == 3 and all(math.isfinite(c) for c in field) and any(field)
-        ):
-            raise ValueError(f"magnetic_field_ned must be 3 finite numbers (T), got {field!r}")
-        datum = self.magnetic_datum
-        if datum is not None and not (
-            len(datum) == 2 and -90.0 <= datum[0] <= 90.0 and math.isfinite(datum[1])
-        ):
-            raise ValueError(f"magnetic_datum must be (latitude, longitude) deg, got {datum!r}")
-        if not math.isfinite(self.barometer_height_offset):
-            raise ValueError(
-                f"barometer_height_offset must be finite (m), got {self.barometer_height_offset!r}")
         bias_sigmas = (self.gnss_bias_sigma_horizontal, self.gnss_bias_sigma_vertical)
         if not (all(math.isfinite(s) and s >= 0.0 for s in bias_sigmas)
                 and (all(bias_sigmas) or not any(bias_sigmas))):

@@ -1,17 +1,19 @@
 """Shared error-state EKF machinery: time handling, input checks, covariance, updates.
 
-Subclasses (the trident filter and the conventional baseline) supply the nominal
-state, its propagation, the error dynamics F, how position and velocity errors enter
-a measurement (``_navigation_error_block``) and the injection of an estimated error.
-Everything else (sample bookkeeping, decimated covariance propagation, the GNSS,
-magnetometer and barometer models, one Joseph-form update with NIS gating for all
-three sensors, the bounded history that applies delayed measurements at their own
-stamps, counters and status) is common, so the two filters see identical inputs and
-differ only in their error parametrization.
+Subclasses (the trident filter and the conventional baseline) supply the nominal state, its
+propagation, the error dynamics F, how position and velocity errors enter a measurement
+(``navigation_error_block``) and the injection of an estimated error. Everything else is
+common, so the two filters see identical inputs and differ only in their error
+parametrization: sample bookkeeping, decimated covariance propagation, the aiding sources
+(``core.measurements``: each gives its model, Jacobian and noise; the filter NIS-gates and
+applies them in one Joseph-form update and keeps each source's ``AidStatus``), the extra
+error states the sources own, and the bounded history that applies delayed measurements at
+their own stamps.
 
-With ``FilterConfig.gnss_bias_sigma_*`` > 0 the base also carries, for both filters, a
-first-order Gauss-Markov GNSS position bias (error states 15-17, ENU axes at the
-``initialize`` position): same F and H blocks, same injection, in either convention.
+Error state: the 15 navigation and IMU-bias states, then each source's augmented states in
+the order the sources were given (the GNSS position bias first, with
+``FilterConfig.gnss_bias_sigma_*`` > 0: error states 15-17, ENU axes at the ``initialize``
+position).
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ import bisect
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -32,26 +34,33 @@ from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray, FloatVector
 from mav_geometry.scalar import Vector3
 from trident_ekf.core.config import FilterConfig
-from trident_ekf.core.earth import (
-    OMEGA_ECEF,
-    ecef_to_geodetic,
-    enu_to_ecef_rotation,
-    ned_to_ecef,
+from trident_ekf.core.earth import OMEGA_ECEF
+from trident_ekf.core.measurements.base import (
+    AidingSource,
+    AidStatus,
+    Measurement,
+    as_covariance,
+    as_vector,
+    usable,
 )
+from trident_ekf.core.measurements.gnss import GnssPosition, GnssVelocity
 
-STATE_DIM = 15  # error states without the GNSS bias
+STATE_DIM = 15  # error states without the augmented ones
 NAV = slice(0, 9)
 ATT, VEL, POS, BG, BA = (slice(i, i + 3) for i in range(0, 15, 3))
 GNSS_BIAS = slice(STATE_DIM, STATE_DIM + 3)  # only with FilterConfig.gnss_bias_states
-MAX_PENDING = 64  # measurements (all sensors) waiting for the IMU to reach their stamps
+MAX_PENDING = 64  # measurements (all sources) waiting for the IMU to reach their stamps
+IMU_REASONS = ("accepted", "nonfinite", "out_of_order", "duplicate", "gap")
+RESET_VELOCITY_AGE = 0.1  # s: a GNSS velocity this close to a reset fix resets velocity too
 
 
 class FilterStatus(Enum):
-    """UNINITIALIZED until ``initialize``; OUTAGE when no GNSS update was accepted within
-    ``outage_timeout``; DIVERGED when the covariance is non-finite or too large, or GNSS
-    was rejected ``max_consecutive_rejections`` times in a row. With ``reset_on_divergence``
-    the filter then resets position and velocity to the fix and reads DIVERGED until its
-    next accepted GNSS update; without it DIVERGED is sticky until re-initialized.
+    """UNINITIALIZED until ``initialize``; OUTAGE when no GNSS position update was accepted
+    within ``outage_timeout``; DIVERGED when the covariance is non-finite or too large, or
+    GNSS position was rejected ``max_consecutive_rejections`` times in a row. With
+    ``reset_on_divergence`` the filter then resets position and velocity to the fix and
+    reads DIVERGED until its next accepted GNSS update; without it DIVERGED is sticky until
+    re-initialized.
     """
 
     UNINITIALIZED = "uninitialized"
@@ -60,214 +69,124 @@ class FilterStatus(Enum):
     DIVERGED = "diverged"
 
 
-@dataclass
-class Counters:
-    """Inputs accepted and rejected, by sensor and reason (``{sensor}_{reason}``).
-
-    late: older than the history (or stamped inside an IMU gap); gated: failed the NIS
-    gate; overflow: the pending queue was full; delayed: applied in the past by a rewind.
-    """
-
-    imu_accepted: int = 0
-    imu_nonfinite: int = 0
-    imu_out_of_order: int = 0
-    imu_duplicate: int = 0
-    imu_gap: int = 0
-    gnss_accepted: int = 0
-    gnss_nonfinite: int = 0
-    gnss_late: int = 0
-    gnss_duplicate: int = 0
-    gnss_gated: int = 0
-    gnss_overflow: int = 0
-    gnss_resets: int = 0
-    gnss_delayed: int = 0
-    magnetometer_accepted: int = 0
-    magnetometer_nonfinite: int = 0
-    magnetometer_late: int = 0
-    magnetometer_duplicate: int = 0
-    magnetometer_gated: int = 0
-    magnetometer_overflow: int = 0
-    magnetometer_delayed: int = 0
-    barometer_accepted: int = 0
-    barometer_nonfinite: int = 0
-    barometer_late: int = 0
-    barometer_duplicate: int = 0
-    barometer_gated: int = 0
-    barometer_overflow: int = 0
-    barometer_delayed: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
 @dataclass(frozen=True)
-class GnssMeasurement:
-    """Antenna ECEF position (m) and velocity (m/s, or None) with 3x3 covariances."""
+class UpdateResult:
+    """One update of any source: residual (predicted - measured), NIS, its dof, accepted
+    (False: gated, or rejected by the source's own check, ``reason``)."""
 
-    sensor: ClassVar[str] = "gnss"
-    time: float
-    position: NDArray[np.float64]
-    position_covariance: NDArray[np.float64]
-    velocity: NDArray[np.float64] | None
-    velocity_covariance: NDArray[np.float64] | None
-
-
-@dataclass(frozen=True)
-class MagnetometerMeasurement:
-    """Calibrated magnetic flux density in body axes (T) with its 3x3 covariance (T^2)."""
-
-    sensor: ClassVar[str] = "magnetometer"
-    time: float
-    field: NDArray[np.float64]
-    covariance: NDArray[np.float64]
-
-
-@dataclass(frozen=True)
-class BarometerMeasurement:
-    """Barometric height (m, see ``FilterConfig.barometer_height_offset``), variance m^2."""
-
-    sensor: ClassVar[str] = "barometer"
-    time: float
-    height: float
-    variance: float
-
-
-Measurement = GnssMeasurement | MagnetometerMeasurement | BarometerMeasurement
-
-
-@dataclass(frozen=True)
-class GnssUpdateResult:
-    """One GNSS epoch: residual (estimate - measurement, ECEF), NIS, its dof, accepted?"""
-
+    source: str
     time: float
     residual: NDArray[np.float64]
     nis: float
     dof: int
     accepted: bool
-
-
-def skew(a: FloatVector) -> NDArray[np.float64]:
-    """[a x]: skew(a) @ b == cross(a, b) (a plain 3x3 build; SO3.hat is batch-oriented)."""
-    x, y, z = a
-    return np.array(((0.0, -z, y), (z, 0.0, -x), (-y, x, 0.0)))
-
-
-def skew_flat_indices(row: int, col: int, dim: int) -> list[int]:
-    """Flat indices in a dim x dim matrix of the six off-diagonal entries of a 3x3 skew block."""
-    return [(row + r) * dim + col + c
-            for r, c in ((0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1))]
-
-
-def skew_flat_values(x: float, y: float, z: float) -> list[float]:
-    """The entries of [a x] at ``skew_flat_indices`` for a = (x, y, z)."""
-    return [-z, y, z, -x, -y, x]
-
-
-def block_flat_indices(row: int, col: int, dim: int) -> list[int]:
-    """Flat indices in a dim x dim matrix of a full 3x3 block, row-major."""
-    return [(row + r) * dim + col + c for r in range(3) for c in range(3)]
-
-
-def _vector(value: ArrayLike, name: str, size: int = 3) -> NDArray[np.float64]:
-    array = np.asarray(value, dtype=float).reshape(-1)
-    if array.size != size:
-        raise ValueError(f"{name} must have {size} elements, got shape {np.shape(value)}")
-    return array
-
-
-def _covariance(value: ArrayLike, name: str) -> NDArray[np.float64]:
-    matrix = np.asarray(value, dtype=float)
-    if matrix.shape == (3,):
-        matrix = np.diag(matrix)
-    if matrix.shape != (3, 3):
-        raise ValueError(f"{name} must be 3x3 or a 3-vector of variances, got {matrix.shape}")
-    return matrix
-
-
-def _usable(values: Sequence[ArrayLike], covariances: Sequence[FloatArray]) -> bool:
-    """All values finite and every covariance finite with a positive diagonal."""
-    return all(np.all(np.isfinite(v)) for v in (*values, *covariances)) and all(
-        np.all(np.diag(c) > 0.0) for c in covariances)
+    reason: str = "accepted"
 
 
 class ErrorStateFilter:
-    """Base class; see the module docstring. Times are seconds on any monotonic clock."""
+    """Base class; see the module docstring. Times are seconds on any monotonic clock.
 
-    def __init__(self, config: FilterConfig | None = None) -> None:
+    sources: optional aiding sources (``core.measurements``) besides the GNSS position and
+    velocity, which are always present; their names must be unique.
+    """
+
+    def __init__(self, config: FilterConfig | None = None,
+                 sources: Sequence[AidingSource] = ()) -> None:
         self.config = config or FilterConfig()
-        self._gnss_bias_states = self.config.gnss_bias_states
-        self.state_dim = STATE_DIM + 3 if self._gnss_bias_states else STATE_DIM
-        dim = self.state_dim
-        self.counters = Counters()
+        self.gnss = GnssPosition(self.config)
+        self.sources: dict[str, AidingSource] = {}
+        for source in (self.gnss, GnssVelocity(), *sources):
+            if source.name in self.sources:
+                raise ValueError(f"aiding source {source.name!r} given twice")
+            self.sources[source.name] = source
+        # Error-state layout: 15 core states, then each source's augmented states.
+        self._slices: dict[str, slice] = {}
+        self._augmented_models: list[tuple[str, slice, Any]] = []
+        dim = STATE_DIM
+        for name, source in self.sources.items():
+            for model in source.augmented:
+                self._slices[name] = slice(dim, dim + model.size)
+                self._augmented_models.append((name, self._slices[name], model))
+                dim += model.size
+        self.state_dim = dim
+        self.imu_counts = dict.fromkeys(IMU_REASONS, 0)
+        self.aid_status = {name: source.new_status() for name, source in self.sources.items()}
         self.time = math.nan
         self.covariance = np.zeros((dim, dim))
         self.gyro_bias: Vector3 = (0.0, 0.0, 0.0)
         self.accel_bias: Vector3 = (0.0, 0.0, 0.0)
-        # GNSS position bias (m, ENU axes at the initialize position), with the bias states;
-        # like the covariance it is propagated (decays) at each ``flush``.
-        self.gnss_bias: Vector3 = (0.0, 0.0, 0.0)
-        self._bias_axes = np.eye(3)  # ENU -> ECEF of those axes; set by ``initialize``
-        self._bias_covariance_ecef = np.zeros((3, 3))  # stationary, m^2; set by ``initialize``
+        # Augmented state estimates by source (immutable tuples); the Gauss-Markov ones
+        # decay, like the covariance is propagated, at each ``flush``.
+        self.augmented: dict[str, tuple[float, ...]] = {
+            name: (0.0,) * (sl.stop - sl.start) for name, sl in self._slices.items()}
+        self._used: frozenset[str] = frozenset()  # sources updated since ``initialize``
         self.last_omega: Vector3 = (0.0, 0.0, 0.0)  # bias-corrected body rate, rad/s
         self.last_nis = math.nan
         self._initialized = False
         self._diverged = False
         self._consecutive_rejections = 0
         self._last_accepted_gnss = math.nan
+        self._last_gnss_velocity: Measurement | None = None
         self._pending: list[Measurement] = []
-        self._updates: list[GnssUpdateResult] = []
+        self._updates: list[UpdateResult] = []
         # Delayed-measurement history: raw IMU samples, state snapshots, applied
-        # measurements of every sensor (with their outcome).
+        # measurements of every source (with their outcome and NIS).
         self._imu_history: deque[tuple[float, Vector3, Vector3]] = deque()
         self._snapshots: deque[dict[str, Any]] = deque()
-        self._applied: deque[tuple[Measurement, bool]] = deque()
-        self._magnetic_field_ecef: FloatArray | None = None  # T; set by ``initialize``
+        self._applied: deque[tuple[Measurement, str, float]] = deque()
         self._replaying = False
         self._sample_index = 0
-        self._lever = tuple(float(c) for c in self.config.lever_arm)
-        self._gate = {dof: self._threshold(dof) for dof in (1, 3, 6)}
-        densities = np.diag(self.config.continuous_noise())
+        self._gate: dict[int, float] = {}
         self._q_error = np.zeros(dim)  # diagonal of B Q_c B^T (both filters: isotropic)
-        self._q_error[ATT] = densities[0:3]
-        self._q_error[VEL] = densities[3:6]
-        self._q_error[BG] = densities[6:9]
-        self._q_error[BA] = densities[9:12]
         self._eye = np.eye(dim)
         self._F = np.zeros((dim, dim))
-        if self._gnss_bias_states:
-            # db/dt = -b / tau + w with E[w w^T] = 2 sigma^2 / tau: stationary variance sigma^2.
-            tau = self.config.gnss_bias_correlation_time
-            self._q_error[GNSS_BIAS] = 2.0 * self.config.gnss_bias_variance() / tau
-            self._F[GNSS_BIAS, GNSS_BIAS] = -np.eye(3) / tau
+        self._decay: list[tuple[str, float]] = []  # (source, tau) of Gauss-Markov states
+        for name, sl, model in self._augmented_models:
+            self._q_error[sl] = np.square(model.noise_density)
+            if math.isfinite(model.correlation_time):
+                self._F[sl, sl] = -np.eye(model.size) / model.correlation_time
+                self._decay.append((name, model.correlation_time))
+        self._take_noise(self.config)
         self._reset_accumulator()
 
     _STATE_MODEL_FIELDS = ("gnss_bias_sigma_horizontal", "gnss_bias_sigma_vertical",
-                           "gnss_bias_correlation_time", "magnetic_field_ned",
-                           "magnetic_datum")
+                           "gnss_bias_correlation_time")
     """FilterConfig fields the state and its model are built from (``set_config`` keeps)."""
 
     def set_config(self, config: FilterConfig) -> None:
         """Run with ``config`` from the next sample on: noise densities, lever arm, gate,
-        decimation, timeouts, divergence, history and barometer settings. The state and the
-        estimate stay; the fields of ``_STATE_MODEL_FIELDS`` must not change (ValueError)."""
+        decimation, timeouts, divergence and history settings. The state and the estimate
+        stay; the fields of ``_STATE_MODEL_FIELDS`` must not change (ValueError)."""
         changed = [name for name in self._STATE_MODEL_FIELDS
                    if getattr(config, name) != getattr(self.config, name)]
         if changed:
             raise ValueError(f"set_config: {changed} shape the state and cannot change")
         self.config = config
-        self._lever = tuple(float(c) for c in config.lever_arm)
-        self._gate = {dof: self._threshold(dof) for dof in (1, 3, 6)}
+        self._take_noise(config)
+
+    def _take_noise(self, config: FilterConfig) -> None:
+        self._gate.clear()
         densities = np.diag(config.continuous_noise())
         self._q_error[ATT] = densities[0:3]
         self._q_error[VEL] = densities[3:6]
         self._q_error[BG] = densities[6:9]
         self._q_error[BA] = densities[9:12]
 
+    def state_slice(self, source: str) -> slice:
+        """Where the augmented error states of ``source`` are (KeyError if it has none)."""
+        return self._slices[source]
+
+    @property
+    def gnss_bias(self) -> Vector3:
+        """GNSS position bias estimate (m, ENU axes at the start); zero without its states."""
+        b = self.augmented.get(GnssPosition.name, (0.0, 0.0, 0.0))
+        return (b[0], b[1], b[2])
+
     # ----- subclass interface -------------------------------------------------------------
     _NOMINAL_FIELDS: tuple[str, ...] = ()  # attributes holding the (immutable) nominal state
-    _SNAPSHOT_FIELDS = ("time", "gyro_bias", "accel_bias", "gnss_bias", "last_omega", "last_nis",
+    _SNAPSHOT_FIELDS = ("time", "gyro_bias", "accel_bias", "last_omega", "last_nis",
                         "_diverged", "_consecutive_rejections", "_last_accepted_gnss",
-                        "_acc_time", "_acc_count")
+                        "_last_gnss_velocity", "_used", "_acc_time", "_acc_count")
 
     def _set_nominal(self, q: FloatArray, v: FloatArray, p: FloatArray) -> None:
         raise NotImplementedError
@@ -284,65 +203,10 @@ class ErrorStateFilter:
         rate (rad/s) and force (m/s^2); the constant blocks are set once in ``__init__``."""
         raise NotImplementedError
 
-    def _navigation_error_block(self, rotation: FloatArray) -> FloatArray:
-        """d(position)/d(position error) = d(velocity)/d(velocity error) in this convention."""
+    def navigation_error_block(self, rotation: FloatArray) -> FloatArray:
+        """d(position)/d(position error) = d(velocity)/d(velocity error) in this convention,
+        for the body->ECEF ``rotation`` of the estimate (what measurement models use)."""
         raise NotImplementedError
-
-    def _gnss_model(self) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """Predicted fix position, velocity (ECEF) and H (6 x state_dim), rows position then
-        velocity.
-
-        Lever arm per trident-ekf.md §5.5 and §5.8; the filters differ only in how the position
-        and velocity errors enter (``_navigation_error_block``). With the bias states the
-        fix is the antenna position plus the bias A b (A: ENU -> ECEF of the bias axes), so
-        the bias error b_hat - b enters the position rows as A.
-        """
-        q, v, p = self.nominal()
-        C = quaternion.to_matrix(q)
-        lever = np.array(self._lever)
-        omega_eb = np.array(self.last_omega) - C.T @ OMEGA_ECEF
-        lever_skew = skew(lever)
-        H = np.zeros((6, self.state_dim))
-        H[0:3, ATT] = C @ lever_skew
-        H[0:3, POS] = self._navigation_error_block(C)
-        H[3:6, ATT] = C @ skew(np.cross(omega_eb, lever)) - C @ lever_skew @ skew(C.T @ OMEGA_ECEF)
-        H[3:6, VEL] = H[0:3, POS]
-        H[3:6, BG] = -C @ lever_skew
-        fix = p + C @ lever
-        if self._gnss_bias_states:
-            H[0:3, GNSS_BIAS] = self._bias_axes
-            fix = fix + self._bias_axes @ np.array(self.gnss_bias)
-        return fix, v + C @ np.cross(omega_eb, lever), H
-
-    def _magnetometer_model(self) -> tuple[FloatArray, FloatArray]:
-        """Predicted body-axes field C_hat^T m^e (T) and H (3 x state_dim), trident-ekf.md §5.11.
-
-        Both filters right-multiply the attitude error (C = C_hat (I + [phi x])), so
-        C^T m^e = C_hat^T m^e + [(C_hat^T m^e) x] phi and the residual C_hat^T m^e - m^b
-        has H = [-[(C_hat^T m^e) x], 0, 0, 0, 0] in either convention.
-        """
-        field = self._magnetic_field_ecef
-        # Set by ``initialize`` whenever magnetic_field_ned is (process_magnetometer needs it).
-        assert field is not None
-        C = quaternion.to_matrix(self.nominal()[0])
-        predicted = C.T @ field
-        H = np.zeros((3, self.state_dim))
-        H[:, ATT] = -skew(predicted)
-        return predicted, H
-
-    def _barometer_model(self) -> tuple[float, FloatArray]:
-        """Predicted reading h(p_hat) - offset (m) and H (1 x state_dim), IMU-origin height.
-
-        dh/dp = u_up^T (ellipsoid normal, ECEF), so the residual h_hat - h is
-        u_up^T (p_hat - p) = u_up^T N dx_pos with N = ``_navigation_error_block``: the
-        trident row -u_up^T C_hat of trident-ekf.md §5.11, the baseline row +u_up^T.
-        """
-        q, _, p = self.nominal()
-        latitude, longitude, height = ecef_to_geodetic(p)
-        up = enu_to_ecef_rotation(latitude, longitude)[:, 2]
-        H = np.zeros((1, self.state_dim))
-        H[0, POS] = up @ self._navigation_error_block(quaternion.to_matrix(q))
-        return height - self.config.barometer_height_offset, H
 
     def _inject(self, dx: Sequence[float]) -> None:
         """Apply the navigation part (9 floats) of an estimated error to the nominal state."""
@@ -364,19 +228,18 @@ class ErrorStateFilter:
         """Start at ``time`` s with q body->ECEF, ECEF velocity (m/s) and position (m).
 
         ``covariance`` is 15x15 in this filter's error convention, or a 15-vector of
-        standard deviations (rad, m/s, m, rad/s, m/s^2) in body/ECEF-agnostic form.
-        Biases use the paper's sign: truth = reading + bias. With the GNSS bias states it may
-        also be state_dim square or state_dim sigmas (the last three in m, ENU axes at
-        ``position``); a 15-state one gets the bias's stationary covariance, uncorrelated.
-        The GNSS bias estimate starts at zero.
+        standard deviations (rad, m/s, m, rad/s, m/s^2) in body/ECEF-agnostic form: the
+        augmented states then start uncorrelated with each source's initial sigmas. It may
+        also be state_dim square or state_dim sigmas. Biases use the paper's sign:
+        truth = reading + bias. Augmented estimates start at zero.
         """
         values = {
             "time": np.array([time], dtype=float),
-            "attitude": _vector(attitude, "attitude", 4),
-            "velocity": _vector(velocity, "velocity"),
-            "position": _vector(position, "position"),
-            "gyro_bias": _vector(gyro_bias, "gyro_bias"),
-            "accel_bias": _vector(accel_bias, "accel_bias"),
+            "attitude": as_vector(attitude, 4, "attitude"),
+            "velocity": as_vector(velocity, 3, "velocity"),
+            "position": as_vector(position, 3, "position"),
+            "gyro_bias": as_vector(gyro_bias, 3, "gyro_bias"),
+            "accel_bias": as_vector(accel_bias, 3, "accel_bias"),
         }
         for name, value in values.items():
             if not np.all(np.isfinite(value)):
@@ -386,8 +249,11 @@ class ErrorStateFilter:
             cov = np.diag(np.square(cov))
         dim = self.state_dim
         if cov.shape == (STATE_DIM, STATE_DIM) and dim > STATE_DIM:
-            cov = np.block([[cov, np.zeros((STATE_DIM, 3))],
-                            [np.zeros((3, STATE_DIM)), np.diag(self.config.gnss_bias_variance())]])
+            full = np.zeros((dim, dim))
+            full[:STATE_DIM, :STATE_DIM] = cov
+            for _, sl, model in self._augmented_models:
+                full[sl, sl] = np.diag(np.square(model.initial_sigma))
+            cov = full
         if cov.shape != (dim, dim) or not np.all(np.isfinite(cov)):
             raise ValueError(f"covariance must be finite {dim}x{dim} or {dim} sigmas, "
                              f"got {np.shape(covariance)}")
@@ -395,20 +261,16 @@ class ErrorStateFilter:
             raise ValueError("covariance must be symmetric positive definite")
         q = values["attitude"] / np.linalg.norm(values["attitude"])
         self._set_nominal(q, values["velocity"], values["position"])
-        bg, ba = values["gyro_bias"], values["accel_bias"]  # 3 elements each (``_vector``)
+        bg, ba = values["gyro_bias"], values["accel_bias"]  # 3 elements each
         self.gyro_bias = (float(bg[0]), float(bg[1]), float(bg[2]))
         self.accel_bias = (float(ba[0]), float(ba[1]), float(ba[2]))
-        if self._gnss_bias_states:
-            self.gnss_bias = (0.0, 0.0, 0.0)
-            A = enu_to_ecef_rotation(*ecef_to_geodetic(values["position"])[:2])
-            self._bias_axes = A
-            self._bias_covariance_ecef = (A * self.config.gnss_bias_variance()) @ A.T
+        self.augmented = {name: (0.0,) * len(values_)
+                          for name, values_ in self.augmented.items()}
+        self._used = frozenset()
         self.covariance = 0.5 * (cov + cov.T)
         self.time = float(time)
         self._last_accepted_gnss = float(time)
-        if self.config.magnetic_field_ned is not None:
-            datum = self.config.magnetic_datum or ecef_to_geodetic(values["position"])[:2]
-            self._magnetic_field_ecef = ned_to_ecef(self.config.magnetic_field_ned, *datum)
+        self._last_gnss_velocity = None
         self._initialized = True
         self._diverged = False
         self._consecutive_rejections = 0
@@ -417,6 +279,8 @@ class ErrorStateFilter:
         self._snapshots.clear()
         self._applied.clear()
         self._reset_accumulator()
+        for source in self.sources.values():
+            source.start(self)
 
     @property
     def initialized(self) -> bool:
@@ -443,24 +307,24 @@ class ErrorStateFilter:
         ax, ay, az = (float(c) for c in accel)
         t = float(time)
         if not (math.isfinite(t) and math.isfinite(gx + gy + gz) and math.isfinite(ax + ay + az)):
-            self.counters.imu_nonfinite += 1
+            self.imu_counts["nonfinite"] += 1
             return False
         if not self._initialized:
             return False
         dt = t - self.time
         if dt <= 0.0:
             if dt == 0.0:
-                self.counters.imu_duplicate += 1
+                self.imu_counts["duplicate"] += 1
             else:
-                self.counters.imu_out_of_order += 1
+                self.imu_counts["out_of_order"] += 1
             return False
         if self.config.history_length > 0.0:
             self._remember(t, (gx, gy, gz), (ax, ay, az))
         if not self._replaying:  # a replayed sample was counted the first time
-            self.counters.imu_accepted += 1
+            self.imu_counts["accepted"] += 1
         if dt > self.config.max_imu_interval:
             if not self._replaying:
-                self.counters.imu_gap += 1
+                self.imu_counts["gap"] += 1
             self._drop_measurements_inside_gap(t)
             self.time = t
             return True
@@ -481,75 +345,51 @@ class ErrorStateFilter:
     def process_gnss(self, time: float, position: ArrayLike, position_covariance: ArrayLike,
                      velocity: ArrayLike | None = None,
                      velocity_covariance: ArrayLike | None = None) -> bool:
-        """Queue (or apply, if stamped at the filter time) one GNSS antenna fix.
-
-        position: ECEF m; velocity: ECEF m/s or None; covariances: 3x3 (m^2, m^2/s^2) or
-        3-vectors of variances. A fix older than the filter time but inside
-        ``history_length`` is applied at its stamp by rewinding and re-running the stored
-        IMU samples (measurements of every sensor applied since are re-applied; fixes are
-        reported again by ``drain_updates``). Older, duplicate and non-finite fixes are
-        rejected and counted; returns False then. With the GNSS bias states the position
-        covariance is read as the receiver's white + correlated one (see
-        ``FilterConfig.gnss_covariance_includes_bias``).
-        """
-        p = _vector(position, "position")
-        rp = _covariance(position_covariance, "position_covariance")
-        v = rv = None
+        """Queue (or apply) one GNSS epoch: antenna position (ECEF m) and optionally velocity
+        (ECEF m/s), covariances 3x3 (m^2, m^2/s^2) or 3 variances; the velocity update goes
+        first (a divergence reset on the position then takes it). Returns False when the
+        position is not used (see ``process``)."""
         if velocity is not None:
-            v = _vector(velocity, "velocity")
             if velocity_covariance is None:
                 raise ValueError("velocity_covariance is required with velocity")
-            rv = _covariance(velocity_covariance, "velocity_covariance")
-        covariances = [rp] + ([rv] if rv is not None else [])
-        values: list[float | FloatArray] = [time, p]
-        if v is not None:
-            values.append(v)
-        if not _usable(values, covariances):
-            self.counters.gnss_nonfinite += 1
-            return False
-        if not self._initialized:
-            return False
-        return self._submit(GnssMeasurement(float(time), p, rp, v, rv))
+            self.process(Measurement(
+                GnssVelocity.name, float(time), as_vector(velocity, 3, "velocity"),
+                as_covariance(velocity_covariance, 3, "velocity_covariance")))
+        return self.process(Measurement(
+            GnssPosition.name, float(time), as_vector(position, 3, "position"),
+            as_covariance(position_covariance, 3, "position_covariance")))
 
-    def process_magnetometer(self, time: float, field_body_T: ArrayLike,
-                             covariance: ArrayLike) -> bool:
-        """Queue (or apply) one magnetometer sample, handled in time like a GNSS fix.
+    def process(self, m: Measurement) -> bool:
+        """Queue (or apply, if stamped at the filter time) one measurement of a source of
+        this filter (ValueError for an unknown source).
 
-        field_body_T: calibrated (hard/soft-iron corrected) flux density in body axes, T;
-        covariance: 3x3 (T^2) or 3 variances. Compared with ``FilterConfig.magnetic_field_ned``
-        rotated to body axes; the update only feeds the filter (it never drives the GNSS
-        outage or divergence status). Returns False, counting why, when rejected.
+        A measurement older than the filter time but inside ``history_length`` is applied
+        at its stamp by rewinding and re-running the stored IMU samples (measurements
+        applied since are re-applied; their results are reported again by
+        ``drain_updates``). Older, duplicate and non-finite ones are rejected and counted in
+        the source's ``AidStatus``; returns False then (and before ``initialize``).
         """
-        if self.config.magnetic_field_ned is None:
-            raise ValueError("process_magnetometer needs FilterConfig.magnetic_field_ned")
-        field = _vector(field_body_T, "field_body_T")
-        R = _covariance(covariance, "covariance")
-        if not _usable([time, field], [R]):
-            self.counters.magnetometer_nonfinite += 1
+        if m.source not in self.sources:
+            raise ValueError(f"no aiding source {m.source!r} in this filter "
+                             f"(has {sorted(self.sources)})")
+        if not usable(m):
+            self._count(m.source, "nonfinite")
             return False
         if not self._initialized:
             return False
-        return self._submit(MagnetometerMeasurement(float(time), field, R))
+        return self._submit(m)
 
-    def process_barometer(self, time: float, height_m: float, variance: float) -> bool:
-        """Queue (or apply) one barometric height (m) with its variance (m^2).
-
-        The reading plus ``FilterConfig.barometer_height_offset`` is the ellipsoidal height
-        of the IMU origin; there is no baro bias state, so a drifting offset biases the
-        height by as much. Returns False, counting why, when rejected.
-        """
-        R = np.array([[float(variance)]])
-        if not _usable([time, height_m], [R]):
-            self.counters.barometer_nonfinite += 1
-            return False
-        if not self._initialized:
-            return False
-        return self._submit(BarometerMeasurement(float(time), float(height_m), R[0, 0]))
-
-    def drain_updates(self) -> list[GnssUpdateResult]:
-        """GNSS update results since the last call (accepted and gated)."""
+    def drain_updates(self) -> list[UpdateResult]:
+        """Update results of every source since the last call (accepted and rejected)."""
         updates, self._updates = self._updates, []
         return updates
+
+    def counts(self) -> dict[str, int]:
+        """Every counter as ``{input}_{reason}``: the IMU's and each source's."""
+        result = {f"imu_{reason}": n for reason, n in self.imu_counts.items()}
+        for name, status in self.aid_status.items():
+            result.update({f"{name}_{reason}": n for reason, n in status.counts.items()})
+        return result
 
     def flush(self) -> None:
         """Propagate the covariance over any IMU samples not yet folded into it."""
@@ -574,10 +414,9 @@ class ErrorStateFilter:
         P += fq.T
         P += np.diag(q)
         self.covariance = P
-        if self._gnss_bias_states:
-            decay = math.exp(-T / self.config.gnss_bias_correlation_time)
-            b = self.gnss_bias
-            self.gnss_bias = (b[0] * decay, b[1] * decay, b[2] * decay)
+        for name, tau in self._decay:
+            decay = math.exp(-T / tau)
+            self.augmented[name] = tuple(c * decay for c in self.augmented[name])
         self._reset_accumulator()
         self._check_covariance()
 
@@ -589,19 +428,25 @@ class ErrorStateFilter:
 
     def error_from_truth(self, q: ArrayLike, v: ArrayLike, p: ArrayLike,
                          gyro_bias: ArrayLike, accel_bias: ArrayLike,
-                         gnss_bias: ArrayLike | None = None) -> FloatArray:
+                         gnss_bias: ArrayLike | None = None,
+                         augmented: dict[str, ArrayLike] | None = None) -> FloatArray:
         """This filter's error (state_dim) of the estimate relative to a true state.
 
         Navigation part in this filter's convention; bias errors estimate - truth.
-        gnss_bias: the true GNSS position bias (m, ENU bias axes), None for zero; ignored
-        without the bias states.
+        augmented: true values of sources' augmented states by source (missing: zero);
+        gnss_bias: the true GNSS position bias (m, ENU bias axes), the same as
+        ``augmented["gnss_position"]``.
         """
+        truths = dict(augmented or {})
+        if gnss_bias is not None:
+            truths[GnssPosition.name] = gnss_bias
         parts = [self._navigation_error(q, v, p),
                  np.array(self.gyro_bias) - np.asarray(gyro_bias, dtype=float),
                  np.array(self.accel_bias) - np.asarray(accel_bias, dtype=float)]
-        if self._gnss_bias_states:
-            truth = np.zeros(3) if gnss_bias is None else _vector(gnss_bias, "gnss_bias")
-            parts.append(np.array(self.gnss_bias) - truth)
+        for name, sl in self._slices.items():
+            size = sl.stop - sl.start
+            truth = as_vector(truths.get(name, np.zeros(size)), size, name)
+            parts.append(np.array(self.augmented[name]) - truth)
         return np.concatenate(parts)
 
     # ----- internals ----------------------------------------------------------------------
@@ -609,13 +454,13 @@ class ErrorStateFilter:
         """Apply a validated measurement now, queue it for its stamp, or rewind the history
         to apply it in the past; rejects (and counts) duplicates, late ones and overflow.
         Measurements sharing a stamp are applied in arrival order."""
-        if any(other.time == m.time and other.sensor == m.sensor
-               for other in (*self._pending, *(applied for applied, _ in self._applied))):
-            self._count(m.sensor, "duplicate")
+        if any(other.time == m.time and other.source == m.source
+               for other in (*self._pending, *(applied for applied, _, _ in self._applied))):
+            self._count(m.source, "duplicate")
             return False
         if m.time < self.time:
             if not (self._snapshots and self._snapshots[0]["time"] <= m.time):
-                self._count(m.sensor, "late")
+                self._count(m.source, "late")
                 return False
             self._rewind_and_apply(m)
             return True
@@ -623,18 +468,21 @@ class ErrorStateFilter:
             self._update(m)
             return True
         if len(self._pending) >= MAX_PENDING:
-            self._count(m.sensor, "overflow")
+            self._count(m.source, "overflow")
             return False
         self._pending.insert(bisect.bisect(self._pending, m.time, key=lambda x: x.time), m)
         return True
 
-    def _count(self, sensor: str, reason: str, step: int = 1) -> None:
-        name = f"{sensor}_{reason}"
-        setattr(self.counters, name, getattr(self.counters, name) + step)
+    def _count(self, source: str, reason: str, step: int = 1) -> None:
+        self.aid_status[source].counts[reason] += step
 
     def _threshold(self, dof: int) -> float:
-        probability = self.config.gate_probability
-        return math.inf if probability == 0.0 else float(chi2.ppf(probability, dof))
+        threshold = self._gate.get(dof)
+        if threshold is None:
+            probability = self.config.gate_probability
+            threshold = math.inf if probability == 0.0 else float(chi2.ppf(probability, dof))
+            self._gate[dof] = threshold
+        return threshold
 
     def _reset_accumulator(self) -> None:
         self._acc_time = 0.0
@@ -663,54 +511,45 @@ class ErrorStateFilter:
         """After an IMU gap the state is held; measurements stamped inside it are dropped."""
         self.flush()
         while self._pending and self._pending[0].time <= t:
-            self._count(self._pending.pop(0).sensor, "late")
-
-    def _linearize(self, m: Measurement) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """Residual z = predicted - measured, its H and R for any sensor."""
-        if isinstance(m, MagnetometerMeasurement):
-            predicted, H = self._magnetometer_model()
-            return predicted - m.field, H, m.covariance
-        if isinstance(m, BarometerMeasurement):
-            height, H = self._barometer_model()
-            return np.array([height - m.height]), H, np.array([[m.variance]])
-        pred_p, pred_v, H = self._gnss_model()
-        position_covariance = self._white_position_covariance(m.position_covariance)
-        if m.velocity is None:
-            return pred_p - m.position, H[:3], position_covariance
-        R = np.zeros((6, 6))
-        R[:3, :3] = position_covariance
-        R[3:, 3:] = m.velocity_covariance
-        return np.concatenate([pred_p - m.position, pred_v - m.velocity]), H, R
-
-    def _white_position_covariance(self, reported: FloatArray) -> FloatArray:
-        """R of a fix's position, m^2 (ECEF): the reported covariance, except with the bias
-        states and ``gnss_covariance_includes_bias``, where the reported covariance is white
-        plus correlated: then the bias's stationary covariance is subtracted and the
-        eigenvalues floored at ``gnss_white_sigma_floor``^2 (kept positive definite)."""
-        if not (self._gnss_bias_states and self.config.gnss_covariance_includes_bias):
-            return reported
-        white = reported - self._bias_covariance_ecef
-        eigenvalues, vectors = np.linalg.eigh(0.5 * (white + white.T))
-        floored = np.maximum(eigenvalues, self.config.gnss_white_sigma_floor**2)
-        result: FloatArray = (vectors * floored) @ vectors.T
-        return result
+            self._count(self._pending.pop(0).source, "late")
 
     def _update(self, m: Measurement) -> None:
-        """NIS-gate one measurement and, if it passes, apply the Joseph-form update."""
+        """Let the source check the measurement, NIS-gate it and, if it passes, apply the
+        Joseph-form update; record the outcome in the source's ``AidStatus``."""
         self.flush()
-        z, H, R = self._linearize(m)
-        P = self.covariance
-        PHt = P @ H.T
-        S = H @ PHt + R
-        S_inv = np.linalg.inv(S)
-        nis = float(z @ S_inv @ z)
-        accepted = nis <= self._gate[z.size]
+        source = self.sources[m.source]
+        if m.source not in self._used:
+            self._first_use(source, m)
+        reason = source.check(self, m)
+        nis = math.nan
+        if reason is None:
+            linear = source.linearize(self, m)
+            z, H, R = linear.residual, linear.H, linear.R
+            P = self.covariance
+            PHt = P @ H.T
+            S = H @ PHt + R
+            S_inv = np.linalg.inv(S)
+            nis = float(z @ S_inv @ z)
+            reason = "accepted" if nis <= self._threshold(z.size) else "gated"
+            self._record(m, z, nis)
         if self.config.history_length > 0.0:
-            self._applied.append((m, bool(accepted)))
-        self._count(m.sensor, "accepted" if accepted else "gated")
-        if isinstance(m, GnssMeasurement):
-            self._gnss_outcome(m, z, nis, accepted)
-        if not accepted:
+            self._applied.append((m, reason, nis if reason == "accepted" else 0.0))
+        self._count(m.source, reason)
+        status = self.aid_status[m.source]
+        if reason == "accepted":
+            status.nis_sum += nis
+            status.nis_count += 1
+        if reason in ("accepted", "gated"):
+            self._updates.append(UpdateResult(m.source, m.time, z, nis, z.size,
+                                              reason == "accepted", reason))
+        else:
+            self._updates.append(UpdateResult(m.source, m.time, np.zeros(0), math.nan,
+                                              source.dof, False, reason))
+        if m.source == GnssVelocity.name:
+            self._last_gnss_velocity = m
+        if source.drives_status:
+            self._gnss_outcome(m, nis, reason == "accepted")
+        if reason != "accepted":
             return
         K = PHt @ S_inv
         dx = K @ z
@@ -720,20 +559,34 @@ class ErrorStateFilter:
         self._correct(dx.tolist())  # plain floats: numpy scalars slow the scalar hot path 3x
         self._check_covariance()
 
+    def _record(self, m: Measurement, z: FloatArray, nis: float) -> None:
+        status = self.aid_status[m.source]
+        status.last_time = m.time
+        status.last_innovation = -z  # measured - predicted, as autopilots report it
+        status.last_nis = nis
+        status.last_test_ratio = nis / self._threshold(z.size)
+
+    def _first_use(self, source: AidingSource, m: Measurement) -> None:
+        """A source's first measurement may set its augmented states (``first_value``),
+        e.g. the barometer offset to the first reading minus the predicted height."""
+        self._used = self._used | {m.source}
+        first_value = getattr(source, "first_value", None)
+        if first_value is not None and m.source in self._slices:
+            self.augmented[m.source] = tuple(first_value(self, m))
+
     def _correct(self, dx: list[float]) -> None:
         """Remove an estimated error (this filter's convention) from the state."""
         self._inject(dx[NAV])
         bg, ba = self.gyro_bias, self.accel_bias
         self.gyro_bias = (bg[0] - dx[9], bg[1] - dx[10], bg[2] - dx[11])
         self.accel_bias = (ba[0] - dx[12], ba[1] - dx[13], ba[2] - dx[14])
-        if self._gnss_bias_states:
-            b = self.gnss_bias
-            self.gnss_bias = (b[0] - dx[15], b[1] - dx[16], b[2] - dx[17])
+        for name, sl in self._slices.items():
+            value = self.augmented[name]
+            self.augmented[name] = tuple(c - d for c, d in zip(value, dx[sl], strict=True))
 
-    def _gnss_outcome(self, m: GnssMeasurement, z: FloatArray, nis: float, accepted: bool) -> None:
-        """Only GNSS drives the reported NIS and the outage / divergence status."""
+    def _gnss_outcome(self, m: Measurement, nis: float, accepted: bool) -> None:
+        """Only the GNSS position drives the reported NIS and the outage/divergence status."""
         self.last_nis = nis
-        self._updates.append(GnssUpdateResult(m.time, z, nis, z.size, accepted))
         if accepted:
             if self.config.reset_on_divergence:
                 self._diverged = False
@@ -750,7 +603,7 @@ class ErrorStateFilter:
         names = self._SNAPSHOT_FIELDS + self._NOMINAL_FIELDS
         state = {name: getattr(self, name) for name in names}
         state.update(covariance=self.covariance.copy(), _acc_w=list(self._acc_w),
-                     _acc_f=list(self._acc_f))
+                     _acc_f=list(self._acc_f), augmented=dict(self.augmented))
         return state
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -759,6 +612,7 @@ class ErrorStateFilter:
         # The snapshot stays in the history: give the filter its own mutable copies.
         self.covariance = state["covariance"].copy()
         self._acc_w, self._acc_f = list(state["_acc_w"]), list(state["_acc_f"])
+        self.augmented = dict(state["augmented"])
 
     def _remember(self, t: float, gyro: Vector3, accel: Vector3) -> None:
         """Snapshot the state before every ``covariance_decimation``-th sample, keep the
@@ -787,9 +641,11 @@ class ErrorStateFilter:
         start = snapshot["time"]
         samples = [record for record in self._imu_history if record[0] > start]
         replayed = [item for item in self._applied if item[0].time > start]
-        requeue = [m for m, _ in replayed]
-        for m, accepted in replayed:  # counted again when re-applied
-            self._count(m.sensor, "accepted" if accepted else "gated", -1)
+        requeue = [m for m, _, _ in replayed]
+        for m, reason, nis in replayed:  # counted again when re-applied
+            self._count(m.source, reason, -1)
+            self.aid_status[m.source].nis_sum -= nis
+            self.aid_status[m.source].nis_count -= reason == "accepted"
         self._applied = deque(item for item in self._applied if item[0].time <= start)
         self._restore(snapshot)
         self._sample_index = 0
@@ -800,39 +656,40 @@ class ErrorStateFilter:
                 self.process_imu(t, gyro, accel)
         finally:
             self._replaying = False
-        self._count(measurement.sensor, "delayed")
+        self._count(measurement.source, "delayed")
 
-    def _reset_to_gnss(self, m: GnssMeasurement) -> None:
-        """Move position (and velocity) to the fix, keep attitude; their covariance becomes
-        the fix's, uncorrelated with the rest. With the bias states the position is the fix
-        minus the bias estimate, so its error also carries the bias error (kept)."""
+    def _reset_to_gnss(self, m: Measurement) -> None:
+        """Move position (and velocity, with a GNSS velocity of the same epoch) to the fix,
+        keep attitude; their covariance becomes the fix's, uncorrelated with the rest. With
+        the bias states the position is the fix minus the bias estimate, so its error also
+        carries the bias error (kept)."""
         q, v, _ = self.nominal()
         C = quaternion.to_matrix(q)
-        lever = np.array(self._lever)
+        lever = np.array(self.config.lever_arm, dtype=float)
         omega_eb = np.array(self.last_omega) - C.T @ OMEGA_ECEF
         J = self.conventional_jacobian()
         P = J @ self.covariance @ J.T
         P[NAV.start + 3:NAV.stop, :] = 0.0
         P[:, NAV.start + 3:NAV.stop] = 0.0
-        P[POS, POS] = self._white_position_covariance(m.position_covariance)
-        position = m.position - C @ lever
-        if self._gnss_bias_states:
+        P[POS, POS] = self.gnss.white_covariance(self, m.covariance)
+        position = m.value - C @ lever - self.gnss.bias_offset(self)
+        if self.gnss.augmented:
             # p_hat - p = white noise - A (b_hat - b).
-            A = self._bias_axes
-            position = position - A @ np.array(self.gnss_bias)
+            A = self.gnss.axes
             cross = -A @ P[GNSS_BIAS, GNSS_BIAS]
             P[POS, POS] -= cross @ A.T
             P[POS, GNSS_BIAS] = cross
             P[GNSS_BIAS, POS] = cross.T
-        if m.velocity is not None:
-            v = m.velocity - C @ np.cross(omega_eb, lever)
-            P[VEL, VEL] = m.velocity_covariance
+        velocity = self._last_gnss_velocity
+        if velocity is not None and abs(velocity.time - m.time) <= RESET_VELOCITY_AGE:
+            v = velocity.value - C @ np.cross(omega_eb, lever)
+            P[VEL, VEL] = velocity.covariance
         else:
             P[VEL, VEL] = np.eye(3)  # 1 m/s: unknown after a divergence
         self._set_nominal(q, v, position)
         self.covariance = J.T @ P @ J
         self._consecutive_rejections = 0
-        self.counters.gnss_resets += 1
+        self._count(m.source, "resets")
 
     def _check_covariance(self) -> None:
         diagonal = self.covariance.diagonal()

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -30,27 +31,29 @@ from trident_ekf.core.filter import (
     VEL,
     ErrorStateFilter,
     FilterStatus,
-    GnssUpdateResult,
+    UpdateResult,
 )
 from trident_ekf.core.initialization import Initializer
+from trident_ekf.core.measurements.base import Measurement
+from trident_ekf.core.measurements.gnss import GnssConfig, GnssPosition, GnssVelocity
+from trident_ekf.core.measurements.zero_velocity import StillnessDetector, ZeroVelocity
 
 GNSS_PAIRING = 0.05  # s: a fix and a velocity closer than this form one measurement
-# Used when a message carries no covariance (docs/theory/trident-ekf.md §5.5): ENU m^2, m^2/s^2.
-DEFAULT_FIX_COVARIANCE = np.diag([2.5**2, 2.5**2, 5.0**2])
-DEFAULT_VELOCITY_COVARIANCE = np.eye(3) * 0.2**2
 YAW_OBSERVABLE_SIGMA = math.radians(5.0)  # yaw sigma below which yaw counts as observed
 # Diagnostics level (diagnostic_msgs/DiagnosticStatus: 0 OK, 1 WARN, 2 ERROR) per status.
 STATUS_LEVEL = {FilterStatus.NOMINAL: 0, FilterStatus.UNINITIALIZED: 1, FilterStatus.OUTAGE: 1,
                 FilterStatus.DIVERGED: 2}
-# Inputs the session itself rejects (the filter counts the rest in ``Counters``).
+# Inputs the session itself rejects (the filter counts the rest, by source); each optional
+# source adds ``{source}_before_start`` and ``{source}_malformed``.
 REJECTION_REASONS = (
     "imu_malformed",  # undecodable message
     "imu_nonfinite", "imu_out_of_order", "imu_duplicate",  # before initialization
     "fix_no_fix", "fix_nonfinite", "fix_bad_covariance", "fix_superseded",
     "velocity_nonfinite", "velocity_bad_covariance", "velocity_without_fix",
-    "velocity_unpaired", "magnetometer_before_start", "barometer_before_start",
+    "velocity_unpaired",
 )
-INPUTS = ("imu", "fix", "velocity", "magnetometer", "barometer")
+INPUTS = ("imu", "fix", "velocity")
+GNSS_SOURCES = (GnssPosition.name, GnssVelocity.name)
 _POSE_INDEX = np.ix_([6, 7, 8, 0, 1, 2], [6, 7, 8, 0, 1, 2])  # position, attitude
 _DIAGONAL_3 = np.arange(3)
 
@@ -115,23 +118,35 @@ class EstimationSession:
     datum: (latitude deg, longitude deg, ellipsoidal height m) of the ENU ``map`` origin, or
     None for the first valid fix. imu_rotation: 3x3 rotation taking IMU-frame vectors to
     the body frame, or None when the IMU frame is the body frame (gyro, accelerometer and
-    magnetometer are rotated).
+    body-frame aiding inputs such as the magnetometer are rotated). gnss_receiver: how
+    reported GNSS accuracies become noise. Optional aiding sources are the filter's
+    (``filter_.sources``); with a ``zero_velocity`` source the session runs its stillness
+    detector on the IMU.
     """
 
     def __init__(self, filter_: ErrorStateFilter, initializer: Initializer,
                  datum: tuple[float, float, float] | None = None,
-                 imu_rotation: ArrayLike | None = None) -> None:
+                 imu_rotation: ArrayLike | None = None,
+                 gnss_receiver: GnssConfig | None = None) -> None:
         self.filter = filter_
         self.initializer = initializer
+        self.gnss_receiver = gnss_receiver or GnssConfig()
         self.datum = Datum(*datum) if datum is not None else None
         self._local_rotation = self.datum.enu_to_ecef if self.datum is not None else None
         self._rotation = None if imu_rotation is None else np.asarray(imu_rotation, dtype=float)
-        self.received = dict.fromkeys(INPUTS, 0)
-        self.rejected = dict.fromkeys(REJECTION_REASONS, 0)
+        optional = [name for name in filter_.sources if name not in GNSS_SOURCES]
+        self.received = dict.fromkeys((*INPUTS, *optional), 0)
+        self.rejected = dict.fromkeys(
+            (*REJECTION_REASONS, *(f"{name}_{reason}" for name in optional
+                                   for reason in ("before_start", "malformed"))), 0)
+        zero_velocity = filter_.sources.get(ZeroVelocity.name)
+        self._stillness = (StillnessDetector(zero_velocity.config)
+                           if isinstance(zero_velocity, ZeroVelocity) else None)
+        self._last_zero_velocity = -math.inf
         self._fix: _PendingGnss | None = None
         self._velocity: _PendingGnss | None = None
-        self._updates: list[GnssUpdateResult] = []
-        self.last_update: GnssUpdateResult | None = None
+        self._updates: list[UpdateResult] = []
+        self.last_update: UpdateResult | None = None  # latest GNSS position update
         self._first_imu = math.nan
         self._last_imu = -math.inf  # latest accepted IMU stamp, s
         self._imu_interval = math.nan  # latest IMU interval, s
@@ -163,6 +178,7 @@ class EstimationSession:
         if self.filter.initialized:
             if not self.filter.process_imu(t, gyro, accel):
                 return False
+            self._detect_stillness(t, gyro, accel)
         elif self._initializer_accepts(t, gyro, accel):
             self.initializer.add_imu(t, gyro, accel)
         else:
@@ -186,12 +202,12 @@ class EstimationSession:
                 and abs(latitude_deg) <= 90.0):
             self.rejected["fix_nonfinite"] += 1
             return False
-        covariance_enu = (np.asarray(covariance_enu, dtype=float).reshape(3, 3)
-                          if covariance_known else DEFAULT_FIX_COVARIANCE)
+        covariance_enu = self.gnss_receiver.position(
+            np.asarray(covariance_enu, dtype=float).reshape(3, 3) if covariance_known else None)
         if not _valid_covariance(covariance_enu):
             self.rejected["fix_bad_covariance"] += 1
             return False
-        t = stamp_ns * 1e-9
+        t = stamp_ns * 1e-9 - self.gnss_receiver.delay_s  # when the fix was valid
         if self.datum is None:
             self.datum = Datum(latitude_deg, longitude_deg, height_m)
         self._flush_gnss(t)
@@ -212,8 +228,7 @@ class EstimationSession:
         it is not used."""
         self.received["velocity"] += 1
         covariance = np.asarray(covariance_enu, dtype=float).reshape(3, 3)
-        if not np.any(covariance):
-            covariance = DEFAULT_VELOCITY_COVARIANCE
+        covariance = self.gnss_receiver.velocity(covariance if np.any(covariance) else None)
         if not all(math.isfinite(c) for c in velocity_enu):
             self.rejected["velocity_nonfinite"] += 1
             return False
@@ -224,38 +239,43 @@ class EstimationSession:
         if rotation is None:
             self.rejected["velocity_without_fix"] += 1
             return False
-        t = stamp_ns * 1e-9
+        t = stamp_ns * 1e-9 - self.gnss_receiver.delay_s
         self._velocity = _PendingGnss(t, rotation @ np.asarray(velocity_enu, dtype=float),
                                       rotation @ covariance @ rotation.T, self._deadline(t))
         self._pair()
         return True
 
-    def magnetometer(self, stamp_ns: int, field_T: FloatVector,
-                     covariance_T2: ArrayLike) -> bool:
-        """Calibrated magnetic flux density (T, IMU axes) with its 3x3 covariance (T^2)."""
-        self.received["magnetometer"] += 1
-        if not self.filter.initialized:
-            self.rejected["magnetometer_before_start"] += 1
+    def aid(self, source: str, stamp_ns: int, **fields: Any) -> bool:
+        """One sample of the filter's optional aiding source ``source``: ``fields`` are the
+        keyword arguments of that source's ``measurement`` (e.g. the barometer's
+        ``pressure_pa``). Body-frame sources (``body_frame``) are rotated from the IMU frame;
+        map-frame ones (``needs_datum``) get the datum. Returns False, counting why, when it
+        is not used (a KeyError names an unknown source)."""
+        aiding = self.filter.sources[source]
+        self.received[source] += 1
+        if not self.filter.initialized or (getattr(aiding, "needs_datum", False)
+                                           and self.datum is None):
+            self.rejected[f"{source}_before_start"] += 1
             return False
-        if self._rotation is not None:
-            field_T = self._rotation @ field_T
-            covariance_T2 = self._rotation @ covariance_T2 @ self._rotation.T
-        return self.filter.process_magnetometer(stamp_ns * 1e-9, field_T, covariance_T2)
-
-    def barometer(self, stamp_ns: int, height_m: float, variance_m2: float) -> bool:
-        """Barometric height (m, see ``FilterConfig.barometer_height_offset``), variance m^2."""
-        self.received["barometer"] += 1
-        if not self.filter.initialized:
-            self.rejected["barometer_before_start"] += 1
+        if getattr(aiding, "needs_datum", False):
+            fields["datum"] = self.datum
+        try:
+            m: Measurement = aiding.measurement(stamp_ns * 1e-9, **fields)  # type: ignore[attr-defined]
+        except (ValueError, TypeError):
+            self.rejected[f"{source}_malformed"] += 1
             return False
-        return self.filter.process_barometer(stamp_ns * 1e-9, height_m, variance_m2)
+        if getattr(aiding, "body_frame", False) and self._rotation is not None:
+            m = replace(m, value=self._rotation @ m.value,
+                        covariance=self._rotation @ m.covariance @ self._rotation.T)
+        return self.filter.process(m)
 
-    def drain_updates(self) -> list[GnssUpdateResult]:
-        """GNSS update results (accepted and gated) since the last call."""
+    def drain_updates(self) -> list[UpdateResult]:
+        """Update results of every source (accepted and rejected) since the last call."""
         updates, self._updates = self._updates, []
         updates += self.filter.drain_updates()
-        if updates:
-            self.last_update = updates[-1]
+        for update in updates:
+            if update.source == GnssPosition.name:
+                self.last_update = update
         return updates
 
     # ----- input checks and GNSS pairing ---------------------------------------------------
@@ -268,6 +288,18 @@ class EstimationSession:
             self.rejected["imu_duplicate" if t == self._last_imu else "imu_out_of_order"] += 1
             return False
         return True
+
+    def _detect_stillness(self, t: float, gyro: FloatVector, accel: FloatVector) -> None:
+        """Zero-velocity updates at the source's rate while the IMU is still."""
+        detector = self._stillness
+        if detector is None or not detector.add(t, gyro, accel):
+            return
+        if t - self._last_zero_velocity >= 1.0 / detector.config.rate_hz:
+            self._last_zero_velocity = t
+            zero_velocity = self.filter.sources[ZeroVelocity.name]
+            assert isinstance(zero_velocity, ZeroVelocity)
+            self.filter.process(zero_velocity.measurement(t))
+            self._updates += self.filter.drain_updates()
 
     def _deadline(self, t: float) -> float:
         """IMU time after which a waiting fix or velocity goes on alone (or is dropped): the
@@ -356,12 +388,12 @@ class EstimationSession:
     def counts(self) -> dict[str, int]:
         """Every input counter: the filter's (accepted and rejected by reason) and the
         session's own rejections, by ``{input}_{reason}``."""
-        result = self.filter.counters.as_dict()
+        result = self.filter.counts()
         for reason, count in self.rejected.items():
             result[reason] = result.get(reason, 0) + count
         return result
 
-    def diagnostics(self, update: GnssUpdateResult | None = None
+    def diagnostics(self, update: UpdateResult | None = None
                     ) -> tuple[int, str, dict[str, str]]:
         """(level 0 OK / 1 WARN / 2 ERROR, summary, key/values) describing the session:
         status, the GNSS update ``update`` (default the latest), biases and sigmas, yaw
@@ -383,6 +415,9 @@ class EstimationSession:
             yaw_sigma = math.sqrt(estimate["attitude_cov"][2, 2])
             values["yaw_sigma_deg"] = f"{math.degrees(yaw_sigma):.3f}"
             values["yaw_observable"] = str(yaw_sigma < YAW_OBSERVABLE_SIGMA).lower()
+        for name, aid in self.filter.aid_status.items():
+            values[f"{name}_nis_mean"] = f"{aid.nis_mean:.3f}"
+            values[f"{name}_last_test_ratio"] = f"{aid.last_test_ratio:.3f}"
         values.update({name: str(count) for name, count in self.counts().items()})
         values.update({f"{name}_messages": str(count) for name, count in self.received.items()})
         summary = status.value if self.filter.initialized else "initializing"

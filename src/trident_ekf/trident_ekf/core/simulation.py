@@ -29,7 +29,7 @@ from trident_ekf.core.earth import (
     gravity_ecef,
     ned_to_ecef,
 )
-from trident_ekf.core.filter import POS, STATE_DIM, ErrorStateFilter
+from trident_ekf.core.filter import POS, STATE_DIM, ErrorStateFilter, UpdateResult
 
 Array = NDArray[np.float64]
 
@@ -293,12 +293,14 @@ def run(filter_: ErrorStateFilter, data: SimulatedData, start: int = 0,
         if kind == "magnetometer":
             t = data.magnetometer_time[index]
             if magnetometer and t > data.imu_time[start]:
-                filter_.process_magnetometer(t, data.magnetometer_field[index], r_mag)
+                filter_.process(filter_.sources["magnetometer"].measurement(  # type: ignore[attr-defined]
+                    t, data.magnetometer_field[index], r_mag))
             continue
         if kind == "barometer":
             t = data.barometer_time[index]
             if barometer and t > data.imu_time[start]:
-                filter_.process_barometer(t, data.barometer_height[index], r_baro)
+                filter_.process(filter_.sources["barometer"].measurement(  # type: ignore[attr-defined]
+                    t, height_m=data.barometer_height[index], height_variance_m2=r_baro))
             continue
         if kind == "gnss":
             t = data.gnss_time[index]
@@ -309,7 +311,7 @@ def run(filter_: ErrorStateFilter, data: SimulatedData, start: int = 0,
         if index <= start:
             continue
         filter_.process_imu(data.imu_time[index], data.gyro[index], data.accel[index])
-        nis.extend(u.nis for u in filter_.drain_updates() if u.accepted)
+        nis.extend(_epoch_nis(filter_.drain_updates()))
         if index % record_every:
             continue
         filter_.flush()
@@ -328,6 +330,16 @@ def run(filter_: ErrorStateFilter, data: SimulatedData, start: int = 0,
             "sigma": np.array(sigmas), "nis": np.array(nis),
             "position_error": np.array(position_errors),
             "position_covariance": np.array(position_covariances)}
+
+
+def _epoch_nis(updates: list[UpdateResult]) -> list[float]:
+    """NIS of each accepted GNSS epoch: its velocity and position NIS summed (sequential
+    updates of one epoch split the joint NIS exactly, so the sum is chi-square(6))."""
+    epochs: dict[float, float] = {}
+    for update in updates:
+        if update.accepted and update.source in ("gnss_position", "gnss_velocity"):
+            epochs[update.time] = epochs.get(update.time, 0.0) + update.nis
+    return list(epochs.values())
 
 
 def start_with_error(filter_: ErrorStateFilter, data: SimulatedData, sigmas: FloatArray,

@@ -28,6 +28,7 @@ from mav_geometry.scalar import (
     unpack_translation,
 )
 from trident_ekf.core.config import FilterConfig
+from trident_ekf.core.measurements.base import AidingSource
 from trident_ekf.core.earth import EARTH_RATE, GM
 from trident_ekf.core.filter import (
     ATT,
@@ -36,6 +37,8 @@ from trident_ekf.core.filter import (
     POS,
     VEL,
     ErrorStateFilter,
+)
+from trident_ekf.core.skew import (
     block_flat_indices,
     skew_flat_indices,
     skew_flat_values,
@@ -49,8 +52,9 @@ class TridentEKF(ErrorStateFilter):
 
     _NOMINAL_FIELDS = ("_x",)
 
-    def __init__(self, config: FilterConfig | None = None) -> None:
-        super().__init__(config)
+    def __init__(self, config: FilterConfig | None = None,
+                 sources: Sequence[AidingSource] = ()) -> None:
+        super().__init__(config, sources)
         self._integrator = TridentIntegrator()
         self._x: Trident = tuple(TRIDENT.identity())
         # Constant blocks of F_L: -I on the bias errors, I from velocity to position.
@@ -112,7 +116,7 @@ class TridentEKF(ErrorStateFilter):
             *gradient,
         ]
 
-    def _navigation_error_block(self, rotation: FloatArray) -> FloatArray:
+    def navigation_error_block(self, rotation: FloatArray) -> FloatArray:
         return -rotation
 
     def _inject(self, dx: Sequence[float]) -> None:

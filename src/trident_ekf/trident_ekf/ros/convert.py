@@ -11,12 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import (
-    PointStamped,
-    TransformStamped,
-    TwistWithCovarianceStamped,
-)
-from sensor_msgs.msg import MagneticField, NavSatFix
+from geometry_msgs.msg import TransformStamped, TwistWithCovarianceStamped
+from sensor_msgs.msg import NavSatFix
 from tf2_msgs.msg import TFMessage
 
 from mav_ros_common.stamps import from_ns
@@ -41,22 +37,6 @@ def velocity_fields(message: TwistWithCovarianceStamped) -> tuple[int, Vector3, 
     linear = message.twist.twist.linear
     covariance = np.asarray(message.twist.covariance, dtype=float).reshape(6, 6)[:3, :3]
     return stamp_ns(message.header.stamp), (linear.x, linear.y, linear.z), covariance
-
-
-def magnetic_field(message: MagneticField, default_sigma_T: float
-                   ) -> tuple[int, Vector3, np.ndarray]:
-    """(stamp ns, flux density T, 3x3 covariance T^2; all zeros in the message: unknown, so
-    ``default_sigma_T`` per axis)."""
-    field = message.magnetic_field
-    covariance = np.asarray(message.magnetic_field_covariance, dtype=float).reshape(3, 3)
-    if not np.any(covariance):
-        covariance = np.eye(3) * default_sigma_T**2
-    return stamp_ns(message.header.stamp), (field.x, field.y, field.z), covariance
-
-
-def barometer_height(message: PointStamped) -> tuple[int, float]:
-    """(stamp ns, barometric height m) carried in ``point.z``."""
-    return stamp_ns(message.header.stamp), message.point.z
 
 
 def transform(estimate: dict[str, np.ndarray], stamp: int, frame_id: str,

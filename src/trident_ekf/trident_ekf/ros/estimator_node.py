@@ -1,41 +1,41 @@
-"""The trident EKF as a ROS 2 node: IMU + GNSS (optional magnetometer, barometer) in,
-odometry, /tf and /diagnostics out.
+"""The trident EKF as a ROS 2 node: IMU + GNSS (and the enabled aiding sources: barometer,
+magnetometer, external pose, zero-velocity updates) in, odometry, /tf and /diagnostics out.
 
 All the estimation logic lives in ``trident_ekf.core.session`` (shared with trident-replay);
 this node declares its parameters, converts messages (``convert``) and publishes. Stamps
 come from the messages (sim time, bag replay and real drivers alike); the node clock only
 paces /diagnostics. Outputs start once the initializer has levelled the IMU and seen a fix.
 
+Aiding inputs come from ``trident_ekf.inputs``: every enabled source with a message input
+gets a subscription to its topic, with no code here per sensor.
+
 Run-time parameter changes (the dynamic ones of ``parameters``): the filter takes a new
-``FilterConfig`` from the next sample on (its state stays); rates, frame names, ``publish_tf``
-and the magnetometer and barometer noise hold from the next message or timer tick.
+``FilterConfig`` from the next sample on (its state stays); rates, frame names and
+``publish_tf`` hold from the next message or timer tick.
 """
 
 from __future__ import annotations
 
+import importlib
 import struct
 import sys
+from functools import partial
 from typing import Any
 
-from geometry_msgs.msg import (
-    PointStamped,
-    TwistWithCovarianceStamped,
-)
+from geometry_msgs.msg import TwistWithCovarianceStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.publisher import Publisher
-from sensor_msgs.msg import (
-    Imu,
-    MagneticField,
-    NavSatFix,
-)
+from sensor_msgs.msg import Imu, NavSatFix
 from tf2_msgs.msg import TFMessage
 
 from mav_ros_common import diagnostics
 from mav_ros_common.node_main import run_node
 from mav_ros_common.parameters import ParameterError, declare_parameters
 from mav_ros_common.qos import RELIABLE_10, SENSOR_DATA, TF
+from trident_ekf.core.measurements import build_sources
 from trident_ekf.core.session import EstimationSession, OutputSchedule
+from trident_ekf.inputs import MESSAGE_INPUTS, MessageInput
 from trident_ekf.ros import convert
 from trident_ekf.ros.parameters import FILTERS, SPECS, EstimatorSettings, estimator_settings
 from trident_ekf.tools import cdr
@@ -55,9 +55,10 @@ class EstimatorNode(Node):
             self.destroy_node()
             raise
         values, settings = self.parameters.values, self.parameters.settings
-        self.session = EstimationSession(FILTERS[values["filter"]](settings.filter_config),
-                                         settings.initializer, settings.datum,
-                                         settings.imu_rotation)
+        filter_ = FILTERS[values["filter"]](settings.filter_config,
+                                            build_sources(settings.aiding))
+        self.session = EstimationSession(filter_, settings.initializer, settings.datum,
+                                         settings.imu_rotation, settings.gnss_receiver)
         self._schedule = OutputSchedule(values["output_rate_hz"])
         self._announced = False
         self._odometry = self.create_publisher(Odometry, "trident_ekf/odometry", RELIABLE_10)
@@ -69,12 +70,12 @@ class EstimatorNode(Node):
         self.create_subscription(NavSatFix, "gnss/fix", self._on_fix, sensor)
         self.create_subscription(TwistWithCovarianceStamped, "gnss/vel", self._on_velocity,
                                  sensor)
-        if values["use_magnetometer"]:
-            self.create_subscription(MagneticField, "magnetic_field", self._on_magnetometer,
-                                     sensor)
-        if values["use_barometer"]:
-            self.create_subscription(PointStamped, "barometer/height", self._on_barometer,
-                                     sensor)
+        for name in settings.aiding:
+            message_input = MESSAGE_INPUTS.get(name)
+            if message_input is not None:
+                self.create_subscription(_message_class(message_input.msgtype),
+                                         message_input.topic,
+                                         partial(self._on_aiding, message_input), sensor)
         self._diagnostics_timer = self.create_timer(1.0 / values["diagnostics_rate_hz"],
                                                     self.publish_diagnostics)
         self.get_logger().info(
@@ -88,8 +89,6 @@ class EstimatorNode(Node):
         """Frames, sensor noise and the /tf publisher from the current values."""
         values = self.parameters.values
         self._frames: tuple[str, str] = (values["map_frame"], values["base_frame"])
-        self._magnetometer_sigma: float = values["magnetometer_sigma"]
-        self._barometer_variance: float = values["barometer_sigma"] ** 2
         if values["publish_tf"] and self._tf is None:
             self._tf = self.create_publisher(TFMessage, "/tf", TF)
         elif not values["publish_tf"] and self._tf is not None:
@@ -135,12 +134,13 @@ class EstimatorNode(Node):
             datum = ", ".join(f"{c:.7g}" for c in datum_set.geodetic)
             self.get_logger().info(f"initialized; map datum ({datum}); publishing odometry")
 
-    def _on_magnetometer(self, message: MagneticField) -> None:
-        self.session.magnetometer(*convert.magnetic_field(message, self._magnetometer_sigma))
-
-    def _on_barometer(self, message: PointStamped) -> None:
-        stamp, height = convert.barometer_height(message)
-        self.session.barometer(stamp, height, self._barometer_variance)
+    def _on_aiding(self, message_input: MessageInput, message: Any) -> None:
+        try:
+            stamp, fields = message_input.arguments(message)
+        except (ValueError, TypeError):
+            self.session.rejected[f"{message_input.source}_malformed"] += 1
+            return
+        self.session.aid(message_input.source, stamp, **fields)
 
     # ----- outputs ------------------------------------------------------------------------
     def _publish_estimate(self, stamp: int) -> None:
@@ -156,6 +156,12 @@ class EstimatorNode(Node):
         stamp = self.get_clock().now().to_msg()
         self._diagnostics.publish(diagnostics.diagnostic_array(
             stamp, diagnostics.status(NODE_NAME, level, summary, values)))
+
+
+def _message_class(msgtype: str) -> Any:
+    """The rclpy message class of a type name like ``sensor_msgs/msg/FluidPressure``."""
+    package, _, name = msgtype.split("/")
+    return getattr(importlib.import_module(f"{package}.msg"), name)
 
 
 def main(args: list[str] | None = None) -> int:

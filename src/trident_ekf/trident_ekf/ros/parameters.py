@@ -3,13 +3,13 @@
 Read-only (the filter and its inputs are built from them): ``filter``, the GNSS bias model
 (``gnss_bias_sigma_*``, ``gnss_bias_correlation_time``: they size the state), every
 initialization parameter (used once, when the filter starts), ``imu_rotation_xyzw``, the
-map datum, ``use_magnetometer``/``magnetic_field_ned`` and ``use_barometer`` (the
-subscriptions and the field model).
+map datum, the GNSS noise model ``gnss.*`` and every aiding source's ``<source>.enabled``
+and ``<source>.<setting>`` (one group per source registered in ``core.measurements``,
+generated from its config dataclass: units and ranges come from there).
 
-Dynamic: the IMU noise model, ``lever_arm``, the gate, decimation, timeouts, divergence,
-history and barometer settings of the filter (``FilterConfig``, taken from the next sample
-on), the magnetometer and barometer noise, the output and diagnostics rates, the frame names
-and ``publish_tf``.
+Dynamic: the IMU noise model, ``lever_arm``, the gate, decimation, timeouts, divergence and
+history settings of the filter (``FilterConfig``, taken from the next sample on), the output
+and diagnostics rates, the frame names and ``publish_tf``.
 
 A value rclpy refuses, or one the core's own checks (``FilterConfig``, ``Initializer``)
 refuse, is one ``ParameterError`` naming the parameter, the value and what is allowed.
@@ -18,7 +18,7 @@ refuse, is one ``ParameterError`` naming the parameter, the value and what is al
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,9 @@ from mav_ros_common.parameters import ParameterError, ParameterSpec, Values, inv
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
 from trident_ekf.core.filter import ErrorStateFilter
 from trident_ekf.core.initialization import Initializer
+from trident_ekf.core.measurements import REGISTRY
+from trident_ekf.core.measurements.base import configure
+from trident_ekf.core.measurements.gnss import GnssConfig
 
 FILTERS: dict[str, type[ErrorStateFilter]] = {"trident": TridentEKF, "baseline": BaselineESKF}
 _DEFAULTS = FilterConfig()
@@ -36,8 +39,7 @@ _TINY = 1e-12  # lower bound of "strictly positive" ranges
 CONFIG_FIELDS = ("gyro_noise", "accel_noise", "gyro_bias_walk", "accel_bias_walk",
                  "covariance_decimation", "gate_probability", "max_imu_interval",
                  "outage_timeout", "divergence_position_sigma", "max_consecutive_rejections",
-                 "reset_on_divergence", "history_length", "barometer_height_offset",
-                 "gnss_bias_sigma_horizontal", "gnss_bias_sigma_vertical",
+                 "reset_on_divergence", "history_length", "gnss_bias_sigma_horizontal", "gnss_bias_sigma_vertical",
                  "gnss_bias_correlation_time", "gnss_covariance_includes_bias",
                  "gnss_white_sigma_floor")
 """Parameters that are ``FilterConfig`` fields of the same name."""
@@ -75,8 +77,6 @@ SPECS: tuple[ParameterSpec, ...] = (
                   "(false)"),
     ParameterSpec("history_length", _DEFAULTS.history_length, "how far back a late "
                   "measurement is applied at its own stamp (0 = never)", "s", 0.0, 10.0),
-    ParameterSpec("barometer_height_offset", _DEFAULTS.barometer_height_offset,
-                  "barometric height + offset = ellipsoidal height of the IMU", "m", -1e4, 1e4),
     ParameterSpec("gnss_bias_sigma_horizontal", _DEFAULTS.gnss_bias_sigma_horizontal,
                   "stationary sigma of the slowly varying GNSS error, east/north; with the "
                   "vertical one > 0 it is estimated as a Gauss-Markov bias (3 more states); "
@@ -126,18 +126,6 @@ SPECS: tuple[ParameterSpec, ...] = (
                   "fix", "deg", -180.0, 360.0, allow_nan=True, read_only=True),
     ParameterSpec("datum_height_m", math.nan, "map origin ellipsoidal height; NaN: the first "
                   "valid fix", "m", -1e4, 1e5, allow_nan=True, read_only=True),
-    ParameterSpec("use_magnetometer", False, "subscribe to magnetic_field "
-                  "(sensor_msgs/MagneticField, calibrated, IMU axes) and fuse it",
-                  read_only=True),
-    ParameterSpec("magnetic_field_ned", [0.0, 0.0, 0.0], "Earth field at the site, "
-                  "north/east/down (e.g. from the WMM); required with use_magnetometer", "T",
-                  length=3, read_only=True),
-    ParameterSpec("magnetometer_sigma", 5e-7, "magnetometer noise per axis when a message has "
-                  "no covariance", "T", 1e-12, 1e-3),
-    ParameterSpec("use_barometer", False, "subscribe to barometer/height "
-                  "(geometry_msgs/PointStamped, point.z = barometric height in m) and fuse it",
-                  read_only=True),
-    ParameterSpec("barometer_sigma", 0.5, "barometric height noise", "m", 1e-4, 100.0),
     ParameterSpec("output_rate_hz", 100.0, "odometry and /tf rate, decimated on IMU stamps",
                   "Hz", 0.1, 10000.0),
     ParameterSpec("diagnostics_rate_hz", 1.0, "/diagnostics rate on the node clock", "Hz",
@@ -149,27 +137,55 @@ SPECS: tuple[ParameterSpec, ...] = (
 )
 
 
+
+
+def config_specs(prefix: str, config_class: type[Any]) -> list[ParameterSpec]:
+    """Read-only parameters ``<prefix>.<field>`` from a config dataclass made with
+    ``core.measurements.base.setting`` (description, unit, range, choices)."""
+    specs = []
+    for item in fields(config_class):
+        meta = item.metadata
+        default: Any = item.default
+        specs.append(ParameterSpec(
+            f"{prefix}.{item.name}", list(default) if isinstance(default, tuple) else default,
+            meta["doc"], meta["unit"], meta["low"], meta["high"], meta["choices"],
+            read_only=True, length=len(default) if isinstance(default, tuple) else None,
+            allow_nan=meta["allow_nan"]))
+    return specs
+
+
+def aiding_specs() -> list[ParameterSpec]:
+    """``gnss.*`` and, per registered optional source, ``<source>.enabled`` and its
+    settings."""
+    specs = config_specs("gnss", GnssConfig)
+    for name, registration in REGISTRY.items():
+        specs.append(ParameterSpec(f"{name}.enabled", False, f"fuse the {name} aiding source "
+                                   "(subscribing to its topic if it has one)", read_only=True))
+        specs += config_specs(name, registration.config)
+    return specs
+
+
+SPECS += tuple(aiding_specs())
+
+
 @dataclass(frozen=True)
 class EstimatorSettings:
     """The validated parameters as the node uses them: the filter configuration, a fresh
     initializer (used once, at start), the datum (None: the first fix) and the IMU-to-body
-    rotation (None: identity)."""
+    rotation (None: identity), the GNSS noise model and the enabled aiding sources."""
 
     filter_config: FilterConfig
     initializer: Initializer
     datum: tuple[float, float, float] | None
     imu_rotation: NDArray[np.float64] | None
+    gnss_receiver: GnssConfig
+    aiding: dict[str, Any]  # enabled optional source -> its config (``build_sources``)
 
 
 def estimator_settings(values: Values) -> EstimatorSettings:
     """Settings from validated values; ParameterError if the core refuses them."""
-    field = values["magnetic_field_ned"]
-    if values["use_magnetometer"] and not any(field):
-        raise invalid("magnetic_field_ned", field, "a non-zero field (T) with use_magnetometer")
     config = _build("filter configuration", FilterConfig, **{
-        name: values[name] for name in CONFIG_FIELDS},
-        lever_arm=values["lever_arm"],
-        magnetic_field_ned=field if values["use_magnetometer"] else None)
+        name: values[name] for name in CONFIG_FIELDS}, lever_arm=values["lever_arm"])
     yaw = values["initial_yaw_deg"]
     initializer = _build(
         "initialization", Initializer, level_duration=values["level_duration_s"],
@@ -181,8 +197,18 @@ def estimator_settings(values: Values) -> EstimatorSettings:
         velocity_sigma=values["initial_velocity_sigma_mps"],
         gyro_bias_sigma=values["initial_gyro_bias_sigma"],
         accel_bias_sigma=values["initial_accel_bias_sigma"])
+    gnss_receiver = _build("gnss", configure, GnssConfig, _group(values, "gnss"))
+    aiding = {name: _build(name, configure, registration.config, _group(values, name))
+              for name, registration in REGISTRY.items() if values[f"{name}.enabled"]}
     return EstimatorSettings(config, initializer, _datum(values),
-                             _imu_rotation(values["imu_rotation_xyzw"]))
+                             _imu_rotation(values["imu_rotation_xyzw"]), gnss_receiver, aiding)
+
+
+def _group(values: Values, prefix: str) -> dict[str, Any]:
+    """The ``<prefix>.<field>`` values (except ``enabled``) as field -> value."""
+    start = f"{prefix}."
+    return {name[len(start):]: value for name, value in values.items()
+            if name.startswith(start) and name != f"{prefix}.enabled"}
 
 
 def _datum(values: Values) -> tuple[float, float, float] | None:
@@ -205,8 +231,8 @@ def _imu_rotation(q: tuple[float, ...]) -> NDArray[np.float64] | None:
     return np.asarray(quaternion.to_matrix(np.asarray(q, dtype=float)))
 
 
-def _build(what: str, cls: type, **kwargs: Any) -> Any:
+def _build(what: str, cls: Any, *args: Any, **kwargs: Any) -> Any:
     try:
-        return cls(**kwargs)
+        return cls(*args, **kwargs)
     except ValueError as error:
         raise ParameterError(f"invalid {what} parameter: {error}") from error

@@ -30,6 +30,13 @@ TWIST = "geometry_msgs/msg/TwistWithCovarianceStamped"
 ODOMETRY = "nav_msgs/msg/Odometry"
 VECTOR = "geometry_msgs/msg/Vector3Stamped"
 DIAGNOSTICS = "diagnostic_msgs/msg/DiagnosticArray"
+FLUID_PRESSURE = "sensor_msgs/msg/FluidPressure"
+MAGNETIC_FIELD = "sensor_msgs/msg/MagneticField"
+
+# Topics trident-import writes beside /imu/data, /gnss/fix, /gnss/vel, /reference/odometry.
+BAROMETER_TOPIC = "/barometer/pressure"
+MAGNETOMETER_TOPIC = "/magnetic_field"
+IMPORT_SUMMARY_TOPIC = "/trident_import/summary"
 
 _T = TYPESTORE.types
 
@@ -107,6 +114,23 @@ def odometry_message(stamp: int, position: FloatVector, q_xyzw: FloatVector,
             pose=pose, covariance=np.asarray(pose_covariance, dtype=float).reshape(36)),
         twist=_T["geometry_msgs/msg/TwistWithCovariance"](
             twist=twist, covariance=np.asarray(twist_covariance, dtype=float).reshape(36)))
+
+
+def fluid_pressure_message(stamp: int, pressure_pa: float, variance: float = 0.0,
+                           frame_id: str = "baro_link") -> Any:
+    """sensor_msgs/FluidPressure: static pressure in Pa, variance Pa^2 (0 means unknown)."""
+    return _T[FLUID_PRESSURE](header=_header(stamp, frame_id), fluid_pressure=float(pressure_pa),
+                              variance=float(variance))
+
+
+def magnetic_field_message(stamp: int, field_T: FloatVector,
+                           covariance: ArrayLike = (0.0,) * 9,
+                           frame_id: str = "imu_link") -> Any:
+    """sensor_msgs/MagneticField: field in tesla in the body (FLU) axes of ``frame_id``, 3x3
+    covariance T^2 (all zeros means unknown)."""
+    return _T[MAGNETIC_FIELD](
+        header=_header(stamp, frame_id), magnetic_field=_vector(field_T),
+        magnetic_field_covariance=np.asarray(covariance, dtype=float).reshape(9))
 
 
 def vector_message(stamp: int, vector: FloatVector, frame_id: str = "base_link") -> Any:

@@ -1,24 +1,41 @@
-"""trident-import: convert a PX4 ULog or ArduPilot DataFlash log into a rosbag2 (MCAP)."""
+"""trident-import: convert a PX4 ULog or ArduPilot DataFlash log into a rosbag2 (MCAP), with
+a report of every row it dropped and why."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from trident_ekf.tools import bagio
-from trident_ekf.tools.flightlog import read_log, write_bag
+from trident_ekf.tools.flightlog import FlightLog, import_warning, read_log, write_bag
 
 DESCRIPTION = """\
 Convert a PX4 ULog (.ulg, or a folder of its ulog2csv export), a PX4 EKF2 replay CSV
 (test_replay_data_*.csv) or an ArduPilot DataFlash (.bin) log into a rosbag2 bag (MCAP
-storage) with /imu/data (sensor_msgs/Imu, FLU body, rad/s and specific force m/s^2),
-/gnss/fix (NavSatFix, degrees, ellipsoidal height m, ENU covariance m^2 from the receiver
-accuracy), /gnss/vel (TwistWithCovarianceStamped, ENU m/s) and /reference/odometry (the
-autopilot's own estimate as nav_msgs/Odometry in an ENU 'map' frame whose datum is the
-first 3D GNSS fix, FLU body). Stamps are the log clock (s since boot). DataFlash and EKF2
-replay logs have no ellipsoidal height (MSL is used) and no estimator origin (the
-reference is aligned to the GNSS track)."""
+storage) with
+  /imu/data            sensor_msgs/Imu, FLU body, rad/s and specific force m/s^2
+  /gnss/fix            NavSatFix, degrees, ellipsoidal height m, ENU covariance m^2 from
+                       the receiver accuracy
+  /gnss/vel            TwistWithCovarianceStamped, ENU m/s
+  /barometer/pressure  sensor_msgs/FluidPressure, static pressure Pa of the barometer the
+                       autopilot selected (variance 0: unknown); an EKF2 replay CSV logs
+                       a barometric altitude, converted with the ISA standard atmosphere
+  /magnetic_field      sensor_msgs/MagneticField, tesla, FLU body ('imu_link'), calibrated
+                       as the autopilot uses it (covariance 0: unknown)
+  /reference/odometry  the autopilot's own estimate as nav_msgs/Odometry in an ENU 'map'
+                       frame whose datum is the first 3D GNSS fix, FLU body
+  /trident_import/summary  one diagnostic_msgs/DiagnosticArray at the first stamp: the
+                       import report (rows dropped by reason, sensor instances used),
+                       utc_start (POSIX s of the first fix, empty if the log has no UTC),
+                       source_log and the datum; level WARN if rows were dropped or the
+                       reference was re-anchored
+Stamps are the log clock (s since boot). Reference rows the autopilot flags invalid, with
+non-finite values or physically impossible jumps are dropped; a logged change of the
+estimator's origin is re-anchored to the datum. The import report lists every reason,
+also with a zero count. DataFlash and EKF2 replay logs have no ellipsoidal height (MSL is
+used) and no estimator origin (the reference is aligned to the GNSS track)."""
 
 EPILOG = """output layout (as ros2 bag record writes it):
   --output BAG      writes the directory BAG/ with BAG/BAG_0.mcap and BAG/metadata.yaml;
@@ -73,7 +90,21 @@ def main(argv: list[str] | None = None) -> int:
           f"{log.datum[1]:.7f} deg, {log.datum[2]:.2f} m")
     for topic, count in counts.items():
         print(f"  {topic}: {count} messages")
+    _print_report(log)
     return 0
+
+
+def _print_report(log: FlightLog) -> None:
+    """Every reason of the import report (zero or not), and a warning if rows were dropped
+    or the reference re-anchored."""
+    utc = "unknown" if log.utc_start is None else (
+        datetime.fromtimestamp(log.utc_start, UTC).isoformat(timespec="seconds"))
+    print(f"import report (first GNSS fix at UTC {utc}):")
+    for key, value in log.import_report.items():
+        print(f"  {key}: {value}")
+    warning = import_warning(log.import_report)
+    if warning is not None:
+        print(f"WARNING: {warning}")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,12 @@ The output bag has the live node's topics: /trident_ekf/odometry, the biases and
 per-update diagnostics on /diagnostics (``mav_ros_common.diagnostics.DIAGNOSTICS_TOPIC``,
 the estimator node's topic).
 
+Aiding: every source of ``trident_ekf.inputs`` whose topic is in the bag (barometer,
+magnetometer, external pose) is fused unless ``--no-aid`` says otherwise; sources without
+a topic (zero velocity) with ``--aid``. Source settings come from ``--set``. An import
+summary that trident-import wrote into the bag (dropped reference rows, the flight date for
+the World Magnetic Model) goes into the report.
+
 Streaming: messages are read, fused and written one at a time; only the report keeps a
 series, decimated to at most ``REPORT_RATE`` Hz. The high-rate messages (IMU and reference
 odometry in, odometry and biases out) go through ``cdr`` rather than rosbags' objects.
@@ -15,7 +21,7 @@ import argparse
 import math
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +32,14 @@ from mav_geometry.arrays import FloatArray
 from mav_ros_common.diagnostics import DIAGNOSTICS_TOPIC
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
 from trident_ekf.core.filter import ErrorStateFilter
+from trident_ekf.core.earth_field import decimal_year
 from trident_ekf.core.initialization import Initializer
+from trident_ekf.core.measurements import REGISTRY, build_sources
+from trident_ekf.core.measurements.base import configure
+from trident_ekf.core.measurements.gnss import GnssConfig
+from trident_ekf.core.measurements.magnetometer import MagnetometerConfig
 from trident_ekf.core.session import EstimationSession, OutputSchedule
+from trident_ekf.inputs import MESSAGE_INPUTS, MessageInput
 from trident_ekf.tools import bagio, cdr
 from trident_ekf.tools.report import ReportSeries, write_report
 
@@ -40,57 +52,116 @@ class Topics:
     fix: str = "/gnss/fix"
     vel: str = "/gnss/vel"
     reference: str = "/reference/odometry"
+    aiding: dict[str, str] = field(default_factory=dict)  # source -> topic (default /<topic>)
+
+    def aiding_topic(self, message_input: MessageInput) -> str:
+        return self.aiding.get(message_input.source, f"/{message_input.topic}")
+
+
+@dataclass(frozen=True)
+class Aiding:
+    """What to fuse besides GNSS: sources to add or leave out, their settings (source ->
+    field -> value, ``gnss`` for the GNSS noise model) and a GNSS outage to simulate
+    (start s after the first IMU sample, duration s)."""
+
+    enable: tuple[str, ...] = ()
+    disable: tuple[str, ...] = ()
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    gnss_outage: tuple[float, float] | None = None
+    stop: float = math.inf  # s after the first IMU sample: the replay ends there
+    evaluate_from: float = 0.0  # s after the first IMU sample: compare from there on
 
 
 class ReplaySession:
     """Translates bag messages into an ``EstimationSession`` and writes its outputs."""
 
-    def __init__(self, filter_: ErrorStateFilter, initializer: Initializer,
-                 writer: bagio.BagWriter | None, output_rate: float) -> None:
-        self.session = EstimationSession(filter_, initializer)
-        self.filter = filter_
+    def __init__(self, session: EstimationSession, writer: bagio.BagWriter | None,
+                 output_rate: float, gnss_outage: tuple[float, float] | None = None) -> None:
+        self.session = session
+        self.filter = session.filter
         self.writer = writer
         self.schedule = OutputSchedule(output_rate)
         self.series = ReportSeries()
         self._last_report = -math.inf
+        self._outage = gnss_outage
+        self._first_imu = math.nan
+        self.outage_dropped = 0  # GNSS messages left out by ``gnss_outage``
 
     # ----- inputs -------------------------------------------------------------------------
     def imu(self, sample: cdr.ImuSample) -> None:
         stamp, gyro, accel = sample
+        if math.isnan(self._first_imu):
+            self._first_imu = stamp * 1e-9
         if self.session.imu(stamp, gyro, accel):
             self._outputs(stamp * 1e-9, stamp)
 
+    def in_outage(self, stamp: int) -> bool:
+        """True (and counted) for a GNSS message inside the simulated outage."""
+        if self._outage is None or math.isnan(self._first_imu):
+            return False
+        start = self._first_imu + self._outage[0]
+        inside = start <= stamp * 1e-9 < start + self._outage[1]
+        self.outage_dropped += inside
+        return inside
+
+    def past(self, bag_time_ns: int, stop: float) -> bool:
+        """True once the bag time is ``stop`` s after the first IMU sample."""
+        return bag_time_ns * 1e-9 >= self._first_imu + stop  # False while NaN
+
+    def outage_window(self) -> tuple[float, float] | None:
+        """The simulated outage in stamp seconds (None without one or before any IMU)."""
+        if self._outage is None or math.isnan(self._first_imu):
+            return None
+        start = self._first_imu + self._outage[0]
+        return start, start + self._outage[1]
+
+    def aiding(self, message_input: MessageInput, message: Any) -> None:
+        try:
+            stamp, fields_ = message_input.arguments(message)
+        except (ValueError, TypeError, AttributeError):
+            self.session.rejected[f"{message_input.source}_malformed"] += 1
+            return
+        self.session.aid(message_input.source, stamp, **fields_)
+        self._write_updates()
+
     def fix(self, message: Any) -> None:
+        if self.in_outage(bagio.stamp_ns(message)):
+            return
         self.session.fix(bagio.stamp_ns(message), message.status.status, message.latitude,
                          message.longitude, message.altitude, message.position_covariance,
                          message.position_covariance_type != 0)  # 0: COVARIANCE_TYPE_UNKNOWN
         self._write_updates()
 
     def velocity(self, message: Any) -> None:
+        if self.in_outage(bagio.stamp_ns(message)):
+            return
         linear = message.twist.twist.linear
         covariance = np.asarray(message.twist.covariance, dtype=float).reshape(6, 6)[:3, :3]
         self.session.velocity(bagio.stamp_ns(message), (linear.x, linear.y, linear.z),
                               covariance)
         self._write_updates()
 
-    def reference(self, stamp: int, values: FloatArray) -> None:
-        """nav_msgs/Odometry as ``cdr.decode_odometry`` gives it."""
-        if not self.session.started:
-            return
+    def reference(self, stamp: int, values: FloatArray, evaluate_from: float = 0.0) -> None:
+        """nav_msgs/Odometry as ``cdr.decode_odometry`` gives it; compared from
+        ``evaluate_from`` s after the first IMU sample on."""
         t = stamp * 1e-9
+        if not self.session.started or not t >= self._first_imu + evaluate_from:
+            return
         if t - self._last_report < 1.0 / REPORT_RATE:
             return
         self._last_report = t
         q = values[cdr.ORIENTATION]
         v_enu = quaternion.rotate(q, values[cdr.LINEAR])
-        self.series.add_reference(t, values[cdr.POSITION], v_enu, q, self.session.estimate())
+        self.series.add_reference(t, values[cdr.POSITION], v_enu, q, self.session.estimate(),
+                                  self.outage_window())
 
     # ----- outputs ------------------------------------------------------------------------
     def _write_updates(self) -> None:
-        """NIS of every GNSS update into the report, and a diagnostics message per update."""
+        """Every update into the report, and a diagnostics message per GNSS position
+        update."""
         for update in self.session.drain_updates():
-            self.series.add_nis(update.time, update.nis, update.dof, update.accepted)
-            if self.writer is not None:
+            self.series.add_update(update)
+            if self.writer is not None and update.source == "gnss_position":
                 stamp = round(update.time * 1e9)
                 level, summary, values = self.session.diagnostics(update)
                 self.writer.write(DIAGNOSTICS_TOPIC, bagio.DIAGNOSTICS, stamp,
@@ -117,33 +188,76 @@ class ReplaySession:
                               cdr.encode_odometry(stamp, "map", "base_link", estimate))
 
 
+def import_summary(bag: Path, types: dict[str, tuple[str, int]]) -> dict[str, str]:
+    """The key/values trident-import wrote into the bag (empty for other bags)."""
+    if bagio.IMPORT_SUMMARY_TOPIC not in types:
+        return {}
+    for _, _, message in bagio.read_messages(bag, [bagio.IMPORT_SUMMARY_TOPIC]):
+        return {item.key: item.value for status in message.status for item in status.values}
+    return {}
+
+
+def build_session(filter_name: str, config: FilterConfig, initializer: Initializer,
+                  aiding: Aiding, available: list[str],
+                  summary: dict[str, str]) -> EstimationSession:
+    """The session with the enabled sources: the ``available`` message sources not
+    disabled, plus ``aiding.enable``. The magnetometer takes the flight date from the
+    import summary when its ``model_year`` is not set."""
+    names = [n for n in available if n not in aiding.disable]
+    names += [n for n in aiding.enable if n not in names]
+    configs = {}
+    for name in names:
+        config_class = REGISTRY[name].config
+        source_config = configure(config_class, aiding.settings.get(name, {}))
+        utc_start = summary.get("utc_start", "")
+        if (isinstance(source_config, MagnetometerConfig) and utc_start
+                and math.isnan(source_config.model_year)):
+            source_config = replace(source_config, model_year=decimal_year(float(utc_start)))
+        configs[name] = source_config
+    filter_ = (TridentEKF if filter_name == "trident" else BaselineESKF)(
+        config, build_sources(configs))
+    gnss_receiver = configure(GnssConfig, aiding.settings.get("gnss", {}))
+    return EstimationSession(filter_, initializer, gnss_receiver=gnss_receiver)
+
+
 def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
            config: FilterConfig, initializer: Initializer, output_rate: float,
-           report: Path | None, overwrite: bool = False) -> dict[str, Any]:
+           report: Path | None, overwrite: bool = False,
+           aiding: Aiding | None = None) -> dict[str, Any]:
     """Run one bag through the filter; returns the summary (and writes bag and report).
     ``output`` is a rosbag2 directory (``bagio.BagWriter``, replaced only with
     ``overwrite``)."""
+    aiding = aiding or Aiding()
     types = bagio.topic_types(bag)
     for name, topic in (("imu", topics.imu), ("fix", topics.fix)):
         if topic not in types:
             raise ValueError(f"the bag has no {name} topic '{topic}' (has: {sorted(types)})")
-    for topic, msgtype in ((topics.imu, bagio.IMU), (topics.reference, bagio.ODOMETRY)):
+    inputs = {topics.aiding_topic(i): i for i in MESSAGE_INPUTS.values()}
+    for topic, msgtype in ((topics.imu, bagio.IMU), (topics.reference, bagio.ODOMETRY),
+                           *((t, i.msgtype) for t, i in inputs.items())):
         if topic in types and types[topic][0] != msgtype:
             raise ValueError(f"topic '{topic}' is {types[topic][0]}, not {msgtype}")
-    filter_ = (TridentEKF if filter_name == "trident" else BaselineESKF)(config)
-    total = sum(types[t][1] for t in (topics.imu, topics.fix, topics.vel, topics.reference)
-                if t in types)
+    inputs = {t: i for t, i in inputs.items() if t in types and i.source not in aiding.disable}
+    imported = import_summary(bag, types)
+    session = build_session(filter_name, config, initializer, aiding,
+                            [i.source for i in inputs.values()], imported)
+    filter_ = session.filter
+    read = [topics.imu, topics.reference, topics.fix, topics.vel, *inputs]
+    total = sum(types[t][1] for t in read if t in types)
     started = time.perf_counter()
     writer = bagio.BagWriter(output, overwrite) if output is not None else None
     with writer if writer is not None else _NullContext():
-        session = ReplaySession(filter_, initializer, writer, output_rate)
-        handlers = {topics.fix: session.fix, topics.vel: session.velocity}
-        for n, (topic, msgtype, _, raw) in enumerate(
-                bagio.read_raw(bag, [topics.imu, topics.reference, *handlers])):
+        replayer = ReplaySession(session, writer, output_rate, aiding.gnss_outage)
+        handlers = {topics.fix: replayer.fix, topics.vel: replayer.velocity}
+        for n, (topic, msgtype, bag_time, raw) in enumerate(bagio.read_raw(bag, read)):
+            if replayer.past(bag_time, aiding.stop):
+                break
             if topic == topics.imu:
-                session.imu(cdr.decode_imu(raw))
+                replayer.imu(cdr.decode_imu(raw))
             elif topic == topics.reference:
-                session.reference(*cdr.decode_odometry(raw))
+                replayer.reference(*cdr.decode_odometry(raw), aiding.evaluate_from)
+            elif topic in inputs:
+                replayer.aiding(inputs[topic], bagio.TYPESTORE.deserialize_cdr(raw, msgtype))
             else:
                 handlers[topic](bagio.TYPESTORE.deserialize_cdr(raw, msgtype))
             if n % 20000 == 0:
@@ -151,17 +265,26 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
                       flush=True)
     print("\rreplay: 100.0 %", file=sys.stderr)
     elapsed = time.perf_counter() - started
-    summary = session.series.summary()
+    summary = replayer.series.summary()
     summary.update({
         "bag": str(bag), "filter": filter_name, "status": filter_.status.value,
-        "counters": session.session.counts(), "wall_time_s": elapsed,
-        "imu_messages": session.session.received["imu"],
-        "log_duration_s": session.session.duration,
-        "real_time_factor": session.session.duration / elapsed if elapsed > 0 else math.inf,
-        "datum": session.session.datum.geodetic if session.session.datum else None,
+        "aiding": sorted(filter_.sources),
+        "sources": {name: status.summary() for name, status in filter_.aid_status.items()},
+        "counters": session.counts(), "wall_time_s": elapsed,
+        "imu_messages": session.received["imu"],
+        "log_duration_s": session.duration,
+        "real_time_factor": session.duration / elapsed if elapsed > 0 else math.inf,
+        "datum": session.datum.geodetic if session.datum else None,
+        "import": imported,
     })
+    magnetometer = filter_.sources.get("magnetometer")
+    if magnetometer is not None:
+        summary["magnetic_field_model"] = getattr(magnetometer, "field_origin", "")
+    if aiding.gnss_outage is not None:
+        summary["gnss_outage_s"] = list(aiding.gnss_outage)
+        summary["gnss_outage_dropped_messages"] = replayer.outage_dropped
     if report is not None:
-        write_report(session.series, summary, report)
+        write_report(replayer.series, summary, report)
     return summary
 
 
@@ -222,9 +345,46 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--lever-arm", type=float, nargs=3, default=(0.0, 0.0, 0.0),
                         metavar=("X", "Y", "Z"),
                         help="IMU to GNSS antenna in FLU body axes, m (default 0 0 0)")
+    sources = sorted(REGISTRY)
+    parser.add_argument("--aid", action="append", default=[], choices=sources, metavar="SOURCE",
+                        help="also fuse this aiding source (e.g. zero_velocity: updates while "
+                             f"the IMU is still); repeatable; one of {sources}")
+    parser.add_argument("--no-aid", action="append", default=[], choices=sources,
+                        metavar="SOURCE",
+                        help="do not fuse this source although its topic is in the bag "
+                             "(default: every one present: "
+                             + ", ".join(f"{i.source} on /{i.topic} ({i.msgtype})"
+                                         for i in MESSAGE_INPUTS.values()) + ")")
+    parser.add_argument("--aid-topic", action="append", default=[], metavar="SOURCE=TOPIC",
+                        help="read a source from another topic, e.g. barometer=/baro")
+    parser.add_argument("--set", action="append", default=[], metavar="SOURCE.SETTING=VALUE",
+                        help="a setting of an aiding source or of the GNSS noise model "
+                             "('gnss'), e.g. barometer.noise_sigma_m=0.5, "
+                             "magnetometer.mode=heading, gnss.accuracy_scale=0.8, "
+                             "magnetometer.field_ned_T=[2e-5,1e-6,4e-5]; units and ranges: "
+                             "the estimator node's parameters of the same names")
+    parser.add_argument("--gnss-outage", type=float, nargs=2, metavar=("START", "DURATION"),
+                        help="leave out GNSS fixes and velocities from START s after the "
+                             "first IMU sample for DURATION s (to test dead reckoning and "
+                             "the barometer)")
+    parser.add_argument("--stop", type=float, default=math.inf, metavar="S",
+                        help="end the replay S s after the first IMU sample (default: the "
+                             "whole bag)")
+    parser.add_argument("--evaluate-from", type=float, default=0.0, metavar="S",
+                        help="compare with the reference only from S s after the first IMU "
+                             "sample (skip a reference's own warm-up; default 0)")
     parser.add_argument("--report", type=Path,
                         help="directory for the report (Markdown, JSON, PNG)")
     args = parser.parse_args(argv)
+    try:
+        args.settings = parse_settings(args.set)
+        args.aid_topics = dict(_pair(item, "--aid-topic") for item in args.aid_topic)
+    except ValueError as error:
+        parser.error(str(error))
+    if args.gnss_outage is not None and not (args.gnss_outage[0] >= 0.0
+                                             and args.gnss_outage[1] > 0.0):
+        parser.error(f"--gnss-outage needs START >= 0 and DURATION > 0 s, "
+                     f"got {args.gnss_outage}")
     bag = bagio.bag_input(args.bag)
     if bag is None:
         parser.error(f"{args.bag} is not a rosbag2 directory (make one from a flight log "
@@ -255,10 +415,48 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                           gyro_bias_walk=args.gyro_bias_walk,
                           accel_bias_walk=args.accel_bias_walk,
                           lever_arm=tuple(args.lever_arm))
+    aiding = Aiding(tuple(args.aid), tuple(args.no_aid), args.settings,
+                    None if args.gnss_outage is None else tuple(args.gnss_outage), args.stop,
+                    args.evaluate_from)
     return replay(args.bag, args.output, Topics(args.imu_topic, args.fix_topic,
-                                                args.vel_topic, args.reference_topic),
+                                                args.vel_topic, args.reference_topic,
+                                                args.aid_topics),
                   args.filter, config, initializer, args.output_rate, args.report,
-                  args.force)
+                  args.force, aiding)
+
+
+def _pair(item: str, flag: str) -> tuple[str, str]:
+    key, equals, value = item.partition("=")
+    if not equals or not key or not value:
+        raise ValueError(f"{flag} expects KEY=VALUE, got {item!r}")
+    return key.strip(), value.strip()
+
+
+def parse_settings(items: list[str]) -> dict[str, dict[str, Any]]:
+    """``SOURCE.SETTING=VALUE`` strings as source -> setting -> value (numbers, lists and
+    NaN parsed; anything else kept as a string); ValueError for an unknown source."""
+    settings: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key, text = _pair(item, "--set")
+        source, dot, name = key.partition(".")
+        if not dot or (source not in REGISTRY and source != "gnss"):
+            raise ValueError(f"--set {item!r}: expected SOURCE.SETTING=VALUE with SOURCE one "
+                             f"of {['gnss', *sorted(REGISTRY)]}")
+        settings.setdefault(source, {})[name] = _value(text)
+    return settings
+
+
+def _value(text: str) -> Any:
+    """A number (``nan`` allowed), a bracketed list of numbers, true/false, or a string."""
+    if text.startswith("[") and text.endswith("]"):
+        return [float(c) for c in text[1:-1].split(",")]
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return int(text) if text.lstrip("+-").isdigit() else number
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -271,15 +469,22 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"trident-replay: {error}", file=sys.stderr)
         return 1
+    _print_summary(summary)
+    if args.report:
+        print(f"report: {args.report / 'report.md'}")
+    return 0
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
     print(f"status {summary['status']}, {summary['imu_messages']} IMU messages in "
           f"{summary['wall_time_s']:.2f} s")
     for key in ("rmse_position_m", "rmse_velocity_m_s", "rmse_roll_pitch_deg", "rmse_yaw_deg",
                 "nis_mean"):
         if key in summary:
             print(f"  {key}: {summary[key]}")
-    if args.report:
-        print(f"report: {args.report / 'report.md'}")
-    return 0
+    for name, source in summary["sources"].items():
+        print(f"  {name}: {source['accepted']} accepted, {source['rejected']} rejected, "
+              f"NIS mean {source['nis_mean']:.2f} (expected {source['dof']})")
 
 
 if __name__ == "__main__":

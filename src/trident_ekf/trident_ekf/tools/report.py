@@ -1,4 +1,5 @@
-"""Replay report: errors against the reference, NIS statistics, Markdown/JSON and PNG plots."""
+"""Replay report: errors against the reference, per-source consistency (NIS against its
+chi-square expectation), a simulated GNSS outage, Markdown/JSON and PNG plots."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ import numpy as np
 from scipy.stats import chi2
 
 from mav_geometry.arrays import FloatArray
+from trident_ekf.core.filter import UpdateResult
 from trident_ekf.tools.frames import euler_enu
+
+GNSS_POSITION = "gnss_position"
 
 
 def _wrap(angle: FloatArray) -> FloatArray:
@@ -23,13 +27,19 @@ def _wrap(angle: FloatArray) -> FloatArray:
 
 
 class ReportSeries:
-    """Decimated series kept for the report (estimate, reference comparison, NIS)."""
+    """Decimated series kept for the report (estimate, reference comparison) and every
+    update of every source (NIS, innovation)."""
 
     def __init__(self) -> None:
         self.estimates: list[dict[str, Any]] = []
         self.comparisons: list[dict[str, Any]] = []
-        self.nis: list[tuple[float, float, int, bool]] = []
+        self.updates: dict[str, list[tuple[float, float, int, bool, FloatArray]]] = {}
         self.last_estimate_time = -math.inf
+
+    @property
+    def nis(self) -> list[tuple[float, float, int, bool]]:
+        """(time, NIS, dof, accepted) of the GNSS position updates."""
+        return [row[:4] for row in self.updates.get(GNSS_POSITION, [])]
 
     def add_estimate(self, t: float, estimate: dict[str, FloatArray]) -> None:
         self.last_estimate_time = t
@@ -41,9 +51,12 @@ class ReportSeries:
             "bias_sigma": estimate["bias_sigma"]})
 
     def add_reference(self, t: float, position: Any, velocity: Any, q: FloatArray,
-                      estimate: dict[str, FloatArray]) -> None:
-        """Compare the estimate at (up to one IMU interval before) ``t`` with the reference."""
+                      estimate: dict[str, FloatArray],
+                      outage: tuple[float, float] | None = None) -> None:
+        """Compare the estimate at (up to one IMU interval before) ``t`` with the reference;
+        ``outage``: a simulated GNSS outage window (stamp s) to flag the rows inside."""
         self.comparisons.append({
+            "in_outage": outage is not None and outage[0] <= t < outage[1],
             "time": t, "reference_position": np.asarray(position, dtype=float),
             "position_error": estimate["position"] - np.asarray(position, dtype=float),
             "velocity_error": estimate["velocity"] - np.asarray(velocity, dtype=float),
@@ -51,40 +64,92 @@ class ReportSeries:
             "position_sigma": np.sqrt(np.diag(estimate["position_cov"])),
             "attitude_sigma": np.sqrt(np.diag(estimate["attitude_cov"]))})
 
-    def add_nis(self, t: float, nis: float, dof: int, accepted: bool) -> None:
-        self.nis.append((t, nis, dof, accepted))
+    def add_update(self, update: UpdateResult) -> None:
+        """An update of any source; the innovation is measured - predicted."""
+        if update.reason not in ("accepted", "gated"):
+            return  # rejected before the gate: no innovation (counted by the filter)
+        self.updates.setdefault(update.source, []).append(
+            (update.time, update.nis, update.dof, update.accepted, -update.residual))
 
     def _stack(self, rows: list[dict[str, Any]], key: str) -> FloatArray:
         return np.array([row[key] for row in rows])
 
     def summary(self) -> dict[str, Any]:
         """RMSE against the reference (all of it, the second half, the last fifth: the
-        converged part after manoeuvres) and NIS statistics."""
+        converged part after manoeuvres; horizontal and vertical also with the constant map
+        offset between the two removed), the simulated outage, and NIS per source."""
         result: dict[str, Any] = {"reference_samples": len(self.comparisons)}
         if self.comparisons:
             n = len(self.comparisons)
             for label, rows in (("", self.comparisons),
                                 ("_second_half", self.comparisons[n // 2:]),
                                 ("_last_fifth", self.comparisons[4 * n // 5:])):
-                pos = self._stack(rows, "position_error")
-                vel = self._stack(rows, "velocity_error")
-                euler = np.degrees(self._stack(rows, "euler_error"))
-                result[f"rmse_position_m{label}"] = float(np.sqrt(np.mean(np.sum(pos**2, 1))))
-                result[f"rmse_position_enu_m{label}"] = np.sqrt(np.mean(pos**2, 0)).tolist()
-                result[f"rmse_velocity_m_s{label}"] = float(np.sqrt(np.mean(np.sum(vel**2, 1))))
-                result[f"rmse_roll_pitch_deg{label}"] = np.sqrt(
-                    np.mean(euler[:, :2] ** 2, 0)).tolist()
-                result[f"rmse_yaw_deg{label}"] = float(np.sqrt(np.mean(euler[:, 2] ** 2)))
-        if self.nis:
-            nis = np.array([n for _, n, _, _ in self.nis])
-            dof = np.array([d for _, _, d, _ in self.nis])
-            accepted = np.array([a for _, _, _, a in self.nis])
-            result["nis_epochs"] = int(nis.size)
-            result["nis_mean"] = float(np.mean(nis[accepted])) if accepted.any() else math.nan
-            result["nis_mean_dof"] = float(np.mean(dof[accepted])) if accepted.any() else math.nan
-            result["nis_above_95pct_bound"] = float(np.mean(nis > chi2.ppf(0.95, dof)))
-            result["nis_gated"] = int(np.sum(~accepted))
+                result.update(_errors(self, rows, label))
+            offset = np.mean(self._stack(self.comparisons, "position_error"), axis=0)
+            result["position_offset_enu_m"] = offset.tolist()
+            pos = self._stack(self.comparisons, "position_error") - offset
+            result["rmse_horizontal_m_offset_removed"] = _rms(np.hypot(pos[:, 0], pos[:, 1]))
+            result["rmse_vertical_m_offset_removed"] = _rms(pos[:, 2])
+            outage = [row for row in self.comparisons if row["in_outage"]]
+            if outage:
+                result.update(_outage(self, outage, offset))
+        result.update(self._nis_summary())
         return result
+
+    def _nis_summary(self) -> dict[str, Any]:
+        """Per source: accepted updates, mean NIS and its ratio to the expectation (dof)."""
+        result: dict[str, Any] = {}
+        by_source = {}
+        for source, rows in self.updates.items():
+            accepted = [row for row in rows if row[3]]
+            nis = np.array([row[1] for row in accepted])
+            dof = rows[0][2]
+            mean = float(np.mean(nis)) if nis.size else math.nan
+            by_source[source] = {
+                "updates": len(rows), "accepted": len(accepted), "nis_mean": mean,
+                "nis_expected": dof, "nis_ratio": mean / dof,
+                "above_95pct": float(np.mean(np.array([r[1] for r in rows])
+                                             > chi2.ppf(0.95, dof)))}
+        result["nis_by_source"] = by_source
+        gnss = by_source.get(GNSS_POSITION)
+        if gnss is not None:  # the GNSS position NIS, as the earlier reports gave it
+            result["nis_epochs"] = gnss["updates"]
+            result["nis_mean"] = gnss["nis_mean"]
+            result["nis_mean_dof"] = gnss["nis_expected"]
+            result["nis_gated"] = gnss["updates"] - gnss["accepted"]
+        return result
+
+
+def _rms(values: FloatArray) -> float:
+    return float(np.sqrt(np.mean(np.square(values))))
+
+
+def _errors(series: ReportSeries, rows: list[dict[str, Any]], label: str) -> dict[str, Any]:
+    pos = series._stack(rows, "position_error")
+    vel = series._stack(rows, "velocity_error")
+    euler = np.degrees(series._stack(rows, "euler_error"))
+    return {f"rmse_position_m{label}": _rms(np.linalg.norm(pos, axis=1)),
+            f"rmse_position_enu_m{label}": np.sqrt(np.mean(pos**2, 0)).tolist(),
+            f"rmse_horizontal_m{label}": _rms(np.hypot(pos[:, 0], pos[:, 1])),
+            f"rmse_vertical_m{label}": _rms(pos[:, 2]),
+            f"rmse_velocity_m_s{label}": _rms(np.linalg.norm(vel, axis=1)),
+            f"rmse_roll_pitch_deg{label}": np.sqrt(np.mean(euler[:, :2] ** 2, 0)).tolist(),
+            f"rmse_yaw_deg{label}": _rms(euler[:, 2])}
+
+
+def _outage(series: ReportSeries, rows: list[dict[str, Any]], offset: FloatArray
+            ) -> dict[str, Any]:
+    """Errors inside the simulated GNSS outage with the flight's constant map offset
+    removed (it is no dead-reckoning error), and how often 3 sigma holds them."""
+    drift = series._stack(rows, "position_error") - offset
+    sigma = series._stack(rows, "position_sigma")
+    inside = np.all(np.abs(drift[:, :2]) <= 3.0 * sigma[:, :2], axis=1)
+    return {"outage_samples": len(rows),
+            "outage_max_vertical_error_m": float(np.max(np.abs(drift[:, 2]))),
+            "outage_max_horizontal_error_m": float(np.max(np.hypot(drift[:, 0], drift[:, 1]))),
+            "outage_horizontal_inside_3sigma": float(np.mean(inside)),
+            "outage_max_vertical_sigma_m": float(np.max(sigma[:, 2])),
+            "outage_max_horizontal_sigma_m": float(np.max(np.hypot(sigma[:, 0], sigma[:, 1])))}
 
 
 def _plot_trajectory(series: ReportSeries, path: Path) -> None:
@@ -156,17 +221,43 @@ def _plot_biases(series: ReportSeries, path: Path) -> None:
 
 
 def _plot_nis(series: ReportSeries, path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(9, 4))
-    if series.nis:
-        t = np.array([row[0] for row in series.nis])
-        nis = np.array([row[1] for row in series.nis])
-        dof = np.array([row[2] for row in series.nis])
-        ax.semilogy(t - t[0], nis, ".", markersize=3, label="NIS")
-        ax.semilogy(t - t[0], chi2.ppf(0.95, dof), "r-", label="chi-square 95%")
-        ax.semilogy(t - t[0], dof, "k--", label="dof")
-        ax.legend()
-    ax.set_xlabel("time since start (s)")
-    ax.set_ylabel("NIS")
+    """One panel per source: NIS of each update against its chi-square 95% bound."""
+    sources = sorted(series.updates)
+    fig, axes = plt.subplots(max(len(sources), 1), 1, figsize=(9, 2.2 * max(len(sources), 1)),
+                             sharex=True, squeeze=False)
+    start = min((rows[0][0] for rows in series.updates.values()), default=0.0)
+    for ax, source in zip(axes[:, 0], sources, strict=False):
+        rows = series.updates[source]
+        t = np.array([row[0] for row in rows]) - start
+        nis = np.array([row[1] for row in rows])
+        dof = rows[0][2]
+        ax.semilogy(t, nis, ".", markersize=2, label=f"NIS ({dof} dof)")
+        ax.axhline(chi2.ppf(0.95, dof), color="r", label="chi-square 95%")
+        ax.axhline(dof, color="k", linestyle="--", label="expectation")
+        ax.set_ylabel(source, fontsize=8)
+        ax.legend(fontsize=7, loc="upper right")
+    axes[-1, 0].set_xlabel("time since the first update (s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _plot_innovations(series: ReportSeries, path: Path) -> None:
+    """One panel per source: every component of the innovation (measured - predicted)."""
+    sources = sorted(series.updates)
+    fig, axes = plt.subplots(max(len(sources), 1), 1, figsize=(9, 2.2 * max(len(sources), 1)),
+                             sharex=True, squeeze=False)
+    start = min((rows[0][0] for rows in series.updates.values()), default=0.0)
+    for ax, source in zip(axes[:, 0], sources, strict=False):
+        rows = series.updates[source]
+        t = np.array([row[0] for row in rows]) - start
+        innovation = np.array([row[4] for row in rows])
+        for i in range(innovation.shape[1]):
+            ax.plot(t, innovation[:, i], ".", markersize=2, label=f"component {i}")
+        ax.set_ylabel(source, fontsize=8)
+        ax.legend(fontsize=7, loc="upper right", ncol=3)
+    axes[-1, 0].set_xlabel("time since the first update (s)")
+    fig.suptitle("innovations, measured - predicted (source units: m, m/s, T, rad)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -180,22 +271,57 @@ def _format(value: Any) -> str:
     return str(value)
 
 
+def _source_table(summary: dict[str, Any]) -> list[str]:
+    """Per source: updates accepted and rejected by reason, NIS mean against dof."""
+    lines = ["## Measurements", "",
+             "NIS mean of the accepted updates against its expectation (the dof); a ratio "
+             "well below 1 means the noise is set too large, above 1 too small.", "",
+             "| source | accepted | rejected (by reason) | NIS mean | expected | ratio |",
+             "|---|---:|---|---:|---:|---:|"]
+    for name, status in summary.get("sources", {}).items():
+        reasons = ", ".join(f"{reason} {status[reason]}" for reason in status
+                            if reason not in ("source", "dof", "accepted", "rejected",
+                                              "nis_mean", "nis_expected", "last_time",
+                                              "last_nis", "last_test_ratio",
+                                              "last_innovation") and status[reason])
+        mean, dof = status["nis_mean"], status["dof"]
+        lines.append(f"| {name} | {status['accepted']} | {status['rejected']} "
+                     f"({reasons or 'none'}) | {mean:.2f} | {dof} | {mean / dof:.2f} |")
+    return lines
+
+
+def _import_table(summary: dict[str, Any]) -> list[str]:
+    """What trident-import dropped or flagged (when the bag came from it)."""
+    imported = summary.get("import") or {}
+    if not imported:
+        return []
+    return ["## Log import", "", "| item | value |", "|---|---|",
+            *(f"| {key} | {value} |" for key, value in imported.items()), ""]
+
+
+TABLE_EXCLUDED = ("counters", "sources", "import", "nis_by_source")
+
+
 def write_report(series: ReportSeries, summary: dict[str, Any], directory: Path) -> Path:
-    """Write report.md, report.json and four PNG plots into ``directory``."""
+    """Write report.md, report.json and the PNG plots into ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     plots = {"trajectory.png": _plot_trajectory, "errors.png": _plot_errors,
-             "biases.png": _plot_biases, "nis.png": _plot_nis}
+             "biases.png": _plot_biases, "nis.png": _plot_nis,
+             "innovations.png": _plot_innovations}
     for name, plot in plots.items():
         plot(series, directory / name)
     (directory / "report.json").write_text(json.dumps(summary, indent=2, default=str))
     lines = [f"# trident-replay report: {summary.get('bag', '')}", "",
              "Errors are estimate minus the reference odometry (the autopilot's own estimate, "
              "which also fuses baro and magnetometer: not ground truth). Positions in the ENU "
-             "map frame at the first GNSS fix; angles ZYX Euler in ENU/FLU.", "",
+             "map frame at the first GNSS fix; angles ZYX Euler in ENU/FLU. "
+             "'offset_removed' figures subtract the mean position difference (the two maps' "
+             "constant offset).", "",
              "| quantity | value |", "|---|---|"]
     lines += [f"| {key} | {_format(value)} |" for key, value in summary.items()
-              if key != "counters"]
-    lines += ["", "| counter | value |", "|---|---:|"]
+              if key not in TABLE_EXCLUDED]
+    lines += ["", *_source_table(summary), "", *_import_table(summary)]
+    lines += ["| counter | value |", "|---|---:|"]
     lines += [f"| {key} | {value} |" for key, value in summary.get("counters", {}).items()]
     lines += [""] + [f"![{name}]({name})" for name in plots]
     path = directory / "report.md"

@@ -1,0 +1,225 @@
+"""The aiding-source interface every measurement plug-in implements.
+
+A source turns plain sensor values into a ``Measurement`` (``measurement``), and, at the
+filter's time, predicts it, linearizes it against the error state and gives its noise
+(``linearize``). The filter owns everything else: time ordering, the history for delayed
+measurements, the NIS gate, the Joseph update and the per-source ``AidStatus``.
+
+A source may own extra error states (``augmented``: a barometer offset, magnetometer
+hard-iron biases, a GNSS position bias). Each is a first-order Gauss-Markov process per
+component (or a random walk with an infinite correlation time), appended after the 15
+navigation and IMU-bias states in registration order, with the convention of the IMU
+biases: the error is estimate minus truth and a correction subtracts it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from mav_geometry.arrays import FloatArray
+
+if TYPE_CHECKING:  # the filter imports this module
+    from trident_ekf.core.filter import ErrorStateFilter
+
+COMMON_REASONS = ("accepted", "gated", "nonfinite", "late", "duplicate", "overflow",
+                  "delayed")
+"""Outcomes the filter counts for every source (``delayed``: applied in the past)."""
+NOT_REJECTIONS = ("accepted", "delayed", "resets")
+
+
+@dataclass(frozen=True)
+class AugmentedState:
+    """Extra error states of one source: per component a first-order Gauss-Markov process
+    db/dt = -b / tau + w (tau = ``correlation_time``, s; infinite: a random walk) driven by
+    white noise of density ``noise_density`` (state unit / sqrt(s)), starting at zero with
+    ``initial_sigma``."""
+
+    initial_sigma: tuple[float, ...]
+    correlation_time: float
+    noise_density: tuple[float, ...]
+
+    @classmethod
+    def gauss_markov(cls, sigma: tuple[float, ...], correlation_time: float
+                     ) -> AugmentedState:
+        """Stationary sigma per component: density sigma sqrt(2 / tau), starting stationary."""
+        density = tuple(s * math.sqrt(2.0 / correlation_time) for s in sigma)
+        return cls(tuple(sigma), correlation_time, density)
+
+    @classmethod
+    def random_walk(cls, initial_sigma: tuple[float, ...], density: tuple[float, ...]
+                    ) -> AugmentedState:
+        return cls(tuple(initial_sigma), math.inf, tuple(density))
+
+    @property
+    def size(self) -> int:
+        return len(self.initial_sigma)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One sample of source ``source`` at ``time`` (s): its value vector and covariance
+    (units as the source defines them)."""
+
+    source: str
+    time: float
+    value: FloatArray
+    covariance: FloatArray
+
+
+@dataclass(frozen=True)
+class Linearization:
+    """residual = predicted - measured, with residual ~ H dx + noise of covariance R."""
+
+    residual: FloatArray
+    H: FloatArray
+    R: FloatArray
+
+
+@dataclass
+class AidStatus:
+    """Per-source record of the updates, in the spirit of PX4 EKF2's aid status: counts by
+    outcome, and the latest innovation (measured - predicted), NIS and test ratio (NIS over
+    the gate threshold: above 1 is rejected). ``nis_sum`` / ``nis_count`` over the accepted
+    updates give the mean NIS to compare with ``dof``."""
+
+    source: str
+    dof: int
+    counts: dict[str, int]
+    last_time: float = math.nan
+    last_innovation: FloatArray | None = None
+    last_nis: float = math.nan
+    last_test_ratio: float = math.nan
+    nis_sum: float = 0.0
+    nis_count: int = 0
+
+    @property
+    def nis_mean(self) -> float:
+        return self.nis_sum / self.nis_count if self.nis_count else math.nan
+
+    @property
+    def rejected(self) -> int:
+        return sum(n for reason, n in self.counts.items()
+                   if reason not in NOT_REJECTIONS)
+
+    def summary(self) -> dict[str, Any]:
+        """Plain values (for JSON, diagnostics and the report)."""
+        innovation = ([] if self.last_innovation is None
+                      else [float(c) for c in self.last_innovation])
+        return {"source": self.source, "dof": self.dof, **self.counts,
+                "rejected": self.rejected, "nis_mean": self.nis_mean,
+                "nis_expected": self.dof, "last_time": self.last_time,
+                "last_nis": self.last_nis, "last_test_ratio": self.last_test_ratio,
+                "last_innovation": innovation}
+
+
+class AidingSource:
+    """Base of every aiding source; subclasses set the class attributes and implement
+    ``linearize`` (and usually ``measurement``).
+
+    name: registry key and counter prefix. dof: update size (an instance may set its own,
+    e.g. a mode with fewer rows). reasons: extra rejection
+    reasons this source may report (e.g. ``disturbed``). drives_status: its accepted
+    updates keep the filter out of OUTAGE and its gated ones count towards divergence (the
+    GNSS position).
+    """
+
+    name: ClassVar[str] = ""
+    dof: int = 0
+    reasons: ClassVar[tuple[str, ...]] = ()
+    drives_status: ClassVar[bool] = False
+
+    def __init__(self, config: Any = None) -> None:
+        self.config = config
+
+    @property
+    def augmented(self) -> tuple[AugmentedState, ...]:
+        """Extra error states this source owns (none by default)."""
+        return ()
+
+    def start(self, filter_: ErrorStateFilter) -> None:
+        """Called by ``ErrorStateFilter.initialize`` once the state is set."""
+
+    def check(self, filter_: ErrorStateFilter, m: Measurement) -> str | None:
+        """A rejection reason (one of ``reasons``) before the update, or None to go on."""
+        return None
+
+    def linearize(self, filter_: ErrorStateFilter, m: Measurement) -> Linearization:
+        raise NotImplementedError
+
+    def new_status(self) -> AidStatus:
+        return AidStatus(self.name, self.dof,
+                         dict.fromkeys((*COMMON_REASONS, *self.reasons), 0))
+
+
+def as_vector(value: Any, size: int, name: str) -> FloatArray:
+    """``value`` as a float vector of ``size`` elements (ValueError naming it otherwise)."""
+    array = np.asarray(value, dtype=float).reshape(-1)
+    if array.size != size:
+        raise ValueError(f"{name} must have {size} elements, got shape {np.shape(value)}")
+    return array
+
+
+def as_covariance(value: Any, size: int, name: str) -> FloatArray:
+    """A size x size covariance from a matrix, a vector of variances or a scalar variance."""
+    matrix = np.asarray(value, dtype=float)
+    if matrix.ndim == 0:
+        matrix = np.eye(size) * float(matrix)
+    elif matrix.shape == (size,):
+        matrix = np.diag(matrix)
+    if matrix.shape != (size, size):
+        raise ValueError(f"{name} must be {size}x{size}, {size} variances or one variance, "
+                         f"got shape {matrix.shape}")
+    return matrix
+
+
+def usable(m: Measurement) -> bool:
+    """Finite time, value and covariance, with a positive covariance diagonal."""
+    return bool(math.isfinite(m.time) and np.all(np.isfinite(m.value))
+                and np.all(np.isfinite(m.covariance)) and np.all(np.diag(m.covariance) > 0.0))
+
+
+def setting(default: Any, doc: str, unit: str = "", low: float | None = None,
+            high: float | None = None, choices: tuple[str, ...] = (),
+            allow_nan: bool = False) -> Any:
+    """A source-config dataclass field with what a user needs to set it: description, unit
+    and range (the node turns these into ROS parameters; ``check_settings`` enforces them)."""
+    return field(default=default, metadata={"doc": doc, "unit": unit, "low": low,
+                                            "high": high, "choices": choices,
+                                            "allow_nan": allow_nan})
+
+
+def check_settings(config: Any) -> None:
+    """ValueError naming the field, its value, unit and range for any value outside it."""
+    for item in fields(config):
+        meta, value = item.metadata, getattr(config, item.name)
+        if not meta:
+            continue
+        if meta["choices"] and value not in meta["choices"]:
+            raise ValueError(f"{item.name} must be one of {meta['choices']}, got {value!r}")
+        values = value if isinstance(value, tuple) else (value,)
+        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        low, high, unit = meta["low"], meta["high"], meta["unit"]
+        for number in numbers:
+            if math.isnan(number) and meta["allow_nan"]:
+                continue
+            if not math.isfinite(number) or (low is not None and number < low) or (
+                    high is not None and number > high):
+                span = f"[{low}, {high}]" if low is not None or high is not None else "finite"
+                raise ValueError(f"{item.name} must be in {span} {unit}, got {value!r}".rstrip())
+
+
+def configure(config_class: type[Any], values: dict[str, Any]) -> Any:
+    """An instance of a source's config dataclass from field values (lists become tuples);
+    ValueError naming an unknown field or a value the config refuses."""
+    known = {item.name for item in fields(config_class)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown setting(s) {unknown} of {config_class.__name__}; "
+                         f"known: {sorted(known)}")
+    return config_class(**{name: tuple(float(c) for c in value)
+                           if isinstance(value, list | tuple) else value
+                           for name, value in values.items()})
