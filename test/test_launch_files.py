@@ -13,6 +13,7 @@ to find every file the launch files read inside the image.
 from __future__ import annotations
 
 import array
+import math
 import ast
 import contextlib
 import importlib
@@ -383,10 +384,13 @@ def node_class(name: str) -> type[Node]:
 
 
 def comparable(value: Any) -> Any:
-    """Parameter values as plain Python: arrays (array.array from rclpy) as lists, and an
-    empty list as unset (None), which is how rcl reads `[]` in a parameter file."""
+    """Parameter values as plain Python: arrays (array.array from rclpy) as lists, an
+    empty list as unset (None), which is how rcl reads `[]` in a parameter file, and NaN
+    (a "not given" value) as the string "nan" so that it equals itself."""
     if isinstance(value, array.array | tuple | list):
-        return list(value) or None
+        return [comparable(item) for item in value] or None
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
     return value
 
 

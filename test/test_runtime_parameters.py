@@ -380,6 +380,29 @@ def test_simulator_parameters_at_run_time(client: Callable[[str], Client]) -> No
 
 # ------------------------------------------------------------------ estimator
 
+def aiding_values() -> dict[str, Any]:
+    """A valid value other than the default for every parameter the GNSS model and the
+    registered aiding sources generate (``gnss.*``, ``<source>.*``), so that a new source's
+    parameters are swept without editing this test."""
+    from trident_ekf.ros.parameters import aiding_specs
+
+    values: dict[str, Any] = {}
+    for spec in aiding_specs():
+        default = spec.default
+        if isinstance(default, bool):
+            values[spec.name] = not default
+        elif spec.choices:
+            values[spec.name] = next(c for c in spec.choices if c != default)
+        elif isinstance(default, tuple):
+            values[spec.name] = [0.5 * (spec.low or 0.0) + 0.25 * (spec.high or 1.0) + 1e-6] * len(default)
+        else:
+            low, high = spec.low, spec.high
+            assert low is not None and high is not None, spec.name
+            middle = low + 0.37 * (high - low)
+            values[spec.name] = middle if middle != default else low
+    return values
+
+
 ESTIMATOR_READ_ONLY = {
     "filter": "baseline", "gnss_bias_sigma_horizontal": 0.2, "gnss_bias_sigma_vertical": 0.3,
     "gnss_bias_correlation_time": 30.0, "level_duration_s": 2.0, "initial_yaw_deg": 10.0,
@@ -388,18 +411,18 @@ ESTIMATOR_READ_ONLY = {
     "initial_velocity_sigma_mps": 0.3, "initial_gyro_bias_sigma": 0.01,
     "initial_accel_bias_sigma": 0.2, "imu_rotation_xyzw": [0.0, 0.0, 1.0, 0.0],
     "datum_latitude_deg": 47.0, "datum_longitude_deg": 8.0, "datum_height_m": 400.0,
-    "use_magnetometer": True, "magnetic_field_ned": [2e-5, 0.0, 4e-5], "use_barometer": True,
+    **aiding_values(),
 }
 ESTIMATOR_FILTER = {
     "gyro_noise": 0.002, "accel_noise": 0.03, "gyro_bias_walk": 1e-4, "accel_bias_walk": 1e-3,
     "lever_arm": [0.1, 0.0, 0.05], "covariance_decimation": 2, "gate_probability": 0.999,
     "max_imu_interval": 0.2, "outage_timeout": 3.0, "divergence_position_sigma": 500.0,
     "max_consecutive_rejections": 10, "reset_on_divergence": False, "history_length": 0.5,
-    "barometer_height_offset": 1.5, "gnss_covariance_includes_bias": False,
+    "gnss_covariance_includes_bias": False,
     "gnss_white_sigma_floor": 0.02,
 }
 ESTIMATOR_NODE = {
-    "magnetometer_sigma": 1e-6, "barometer_sigma": 0.8, "output_rate_hz": 50.0,
+    "output_rate_hz": 50.0,
     "diagnostics_rate_hz": 20.0, "map_frame": "odom", "base_frame": "base_footprint",
     "publish_tf": False,
 }
@@ -411,13 +434,10 @@ def estimator_state(node: Any) -> dict[str, Any]:
     filter_ = node.session.filter
     config = filter_.config
     # The filter's derived quantities follow its configuration.
-    assert filter_._lever == config.lever_arm
-    assert filter_._gate[3] == pytest.approx(chi2.ppf(config.gate_probability, 3))
+    assert filter_._threshold(3) == pytest.approx(chi2.ppf(config.gate_probability, 3))
     assert filter_._q_error[0] == pytest.approx(config.gyro_noise**2)
     return {
         **{name: getattr(config, name) for name in ESTIMATOR_FILTER},
-        "magnetometer_sigma": node._magnetometer_sigma,
-        "barometer_sigma": math.sqrt(node._barometer_variance),
         "output_rate_hz": 1e9 / node._schedule.period_ns,
         "diagnostics_rate_hz": 1e9 / node._diagnostics_timer.timer_period_ns,
         "map_frame": node._frames[0], "base_frame": node._frames[1],

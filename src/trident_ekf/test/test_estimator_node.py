@@ -33,7 +33,7 @@ from mav_ros_common.stamps import from_ns as time_message
 from trident_ekf.core.earth import ecef_to_geodetic
 from trident_ekf.core.simulation import SensorModel, Trajectory, simulate
 from trident_ekf.ros.estimator_node import EstimatorNode, main
-from trident_ekf.ros.parameters import SPECS
+from trident_ekf.ros.parameters import SPECS, aiding_specs
 
 CONFIG = Path(__file__).resolve().parents[3] / "config" / "estimator.yaml"
 DATUM = (47.3977, 8.5456, 488.0)
@@ -284,7 +284,7 @@ def test_diagnostics_report_nis_biases_and_every_rejected_input(flight):
     values = _values(flight.diagnostics[-1])
     assert (status.name, status.level, status.message) == ("trident_ekf", b"\x00", "nominal")
     assert float(values["nis"]) >= 0.0
-    assert (values["dof"], values["accepted"]) == ("6", "true")
+    assert (values["dof"], values["accepted"]) == ("3", "true")  # the GNSS position update
     for name in ("gyro_bias_z_rad_s", "accel_bias_sigma_x_m_s2", "yaw_sigma_deg"):
         assert math.isfinite(float(values[name]))
     no_fix = sum(NO_FIX[0] <= t < NO_FIX[1] for t in flight.data.gnss_time[:-1])
@@ -296,10 +296,10 @@ def test_diagnostics_report_nis_biases_and_every_rejected_input(flight):
     assert {name: int(values[name]) for name in expected} == expected
     # NO_FIX epochs are never fused; every other fix after the start was, except those
     # stamped inside the IMU gap (no state to apply them to).
-    fused = int(values["gnss_accepted"]) + int(values["gnss_late"])
+    fused = int(values["gnss_position_accepted"]) + int(values["gnss_position_late"])
     assert fused == flight.valid_fixes_after_start
-    assert values["gnss_gated"] == "0"
-    assert 1 <= int(values["gnss_late"]) <= 2
+    assert values["gnss_position_gated"] == "0"
+    assert 1 <= int(values["gnss_position_late"]) <= 2
 
 
 def test_no_fix_outage_grows_the_position_sigma_then_gnss_recovers_it(flight):
@@ -314,14 +314,30 @@ def test_no_fix_outage_grows_the_position_sigma_then_gnss_recovers_it(flight):
     assert after < during
 
 
+def _flatten(tree: dict, prefix: str = "") -> dict:
+    """ROS parameter-file nesting ``a: {b: 1}`` as the parameter names ``a.b``."""
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 def test_parameter_file_declares_every_key(context):
-    parameters = yaml.safe_load(CONFIG.read_text())["trident_ekf"]["ros__parameters"]
-    assert set(parameters) == {spec.name for spec in SPECS}
+    parameters = _flatten(yaml.safe_load(CONFIG.read_text())["trident_ekf"]["ros__parameters"])
+    generated = {spec.name for spec in aiding_specs()}
+    # Every hand-written parameter is in the file; of each generated group (the GNSS
+    # receiver and every aiding source) at least the switch, and nothing unknown.
+    assert set(parameters) <= {spec.name for spec in SPECS}
+    assert {spec.name for spec in SPECS} - generated <= set(parameters)
+    assert {name for name in generated if name.endswith(".enabled")} <= set(parameters)
     node = EstimatorNode(context=context,
                          cli_args=["--ros-args", "--params-file", str(CONFIG)])
     try:
         for name, value in parameters.items():
-            assert node.get_parameter(name).value == pytest.approx(value), name
+            assert node.get_parameter(name).value == pytest.approx(value, nan_ok=True), name
     finally:
         node.destroy_node()
 
@@ -334,7 +350,8 @@ def test_parameter_file_declares_every_key(context):
     ("covariance_decimation", 2.0, "parameter 'covariance_decimation' = 2.0.*an integer in"),
     ("datum_latitude_deg", 47.0, "parameter 'datum_longitude_deg' = nan.*all three set"),
     ("imu_rotation_xyzw", [0.0, 0.0, 0.5, 0.5], "'imu_rotation_xyzw'.*unit quaternion"),
-    ("use_magnetometer", True, "'magnetic_field_ned' = \\[0.0, 0.0, 0.0\\].*non-zero"),
+    ("magnetometer.mode", "sideways", "'magnetometer.mode' = 'sideways'.*one of"),
+    ("barometer.noise_sigma_m", 0.0, "'barometer.noise_sigma_m' = 0.0.*\\[0.001, 100.0\\] \\(m\\)"),
     ("lever_arm", [0.1, 0.2], "'lever_arm' = \\[0.1, 0.2\\].*a list of 3 finite numbers"),
 ])
 def test_bad_parameters_stop_the_node_with_a_clear_message(context, name, value, message):

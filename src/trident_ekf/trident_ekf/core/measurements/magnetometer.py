@@ -52,8 +52,8 @@ NAN3 = (math.nan, math.nan, math.nan)
 
 @dataclass(frozen=True)
 class MagnetometerConfig:
-    mode: str = setting("3d", "fuse the three axes (with hard-iron states) or the heading "
-                        "only", choices=("3d", "heading"))
+    mode: str = setting("heading", "fuse the heading only (robust to a distorted field) or "
+                        "all three axes (with hard-iron states)", choices=("heading", "3d"))
     field_ned_T: tuple[float, float, float] = setting(
         NAN3, "Earth field north/east/down at the site; NaN = World Magnetic Model at the "
         "start position", "T", -1e-4, 1e-4, allow_nan=True)
