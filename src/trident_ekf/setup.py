@@ -13,7 +13,7 @@ setup(
         (f"share/{PACKAGE}", ["package.xml"]),
     ],
     install_requires=["mav_geometry", "numpy", "scipy", "matplotlib", "pymap3d", "pyulog",
-                      "pymavlink", "rosbags", "mav_ros_common"],
+                      "pymavlink", "rosbags", "pygeomag", "mav_ros_common"],
     entry_points={
         "console_scripts": [
             "trident-import = trident_ekf.tools.import_cli:main",
