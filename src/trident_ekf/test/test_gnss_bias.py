@@ -16,6 +16,9 @@ from mav_geometry import quaternion
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
 from trident_ekf.core.earth import enu_to_ecef_rotation, geodetic_to_ecef
 from trident_ekf.core.filter import GNSS_BIAS, POS, STATE_DIM, ErrorStateFilter
+from trident_ekf.core.measurements import Barometer, Magnetometer, MagnetometerConfig
+from trident_ekf.core.measurements.base import Measurement
+from trident_ekf.core.measurements.gnss import GnssPosition, GnssVelocity
 from trident_ekf.core.simulation import (
     SensorModel,
     SimulatedData,
@@ -45,17 +48,25 @@ DT = 0.01
 TAU = 2.0  # s: short, so the bias block of F stands out against the navigation blocks
 
 
-def _augmented_estimate(cls: type[ErrorStateFilter], **config) -> ErrorStateFilter:
+def _augmented_estimate(cls: type[ErrorStateFilter], aided: bool = False,
+                        **config) -> ErrorStateFilter:
+    """18 states (GNSS bias, estimate non-zero); ``aided``: then a magnetometer (3d) and a
+    barometer with their own states (22)."""
     settings = dict(covariance_decimation=1, lever_arm=(0.3, -0.2, 0.5),
-                    magnetic_field_ned=SensorModel().magnetic_field_ned,
-                    barometer_height_offset=14.0, gnss_bias_sigma_horizontal=HORIZONTAL,
+                    gnss_bias_sigma_horizontal=HORIZONTAL,
                     gnss_bias_sigma_vertical=VERTICAL, gnss_bias_correlation_time=TAU)
-    estimate = cls(FilterConfig(**{**settings, **config}))
+    field = SensorModel().magnetic_field_ned
+    sources = ([Magnetometer(MagnetometerConfig(mode="3d", field_ned_T=field)), Barometer()]
+               if aided else [])
+    estimate = cls(FilterConfig(**{**settings, **config}), sources)
     q = quaternion.normalize(np.random.default_rng(7).normal(size=4))
     estimate.initialize(0.0, q, [12.0, -5.0, 3.0], geodetic_to_ecef(-34.6, -58.4, 40.0),
                         np.full(15, 0.1), gyro_bias=[0.01, -0.02, 0.005],
                         accel_bias=[0.05, 0.1, -0.08])
-    estimate.gnss_bias = (0.15, -0.1, 0.3)
+    estimate.augmented[GnssPosition.name] = (0.15, -0.1, 0.3)
+    if aided:
+        estimate.augmented["magnetometer"] = (2e-6, -1e-6, 3e-6)
+        estimate.augmented["barometer"] = (14.0,)
     estimate.last_omega = tuple(GYRO + np.array(estimate.gyro_bias))
     return estimate
 
@@ -129,12 +140,25 @@ def _numeric_measurement_jacobian(estimate: ErrorStateFilter, predict,
     return np.array(columns).T
 
 
+def _zero_measurement(estimate: ErrorStateFilter, source: str, size: int) -> Measurement:
+    """A measurement of zeros: its residual (predicted - measured) is the prediction."""
+    return Measurement(source, estimate.time, np.zeros(size), np.eye(size))
+
+
+def _gnss_model(f: ErrorStateFilter) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted [position, velocity] of the antenna and H (6 x state_dim), rows position
+    then velocity, from the two GNSS sources."""
+    parts = [f.sources[name].linearize(f, _zero_measurement(f, name, 3))
+             for name in (GnssPosition.name, GnssVelocity.name)]
+    return (np.concatenate([part.residual for part in parts]),
+            np.vstack([part.H for part in parts]))
+
+
 @pytest.mark.parametrize("cls", FILTERS)
 def test_augmented_gnss_jacobian_matches_finite_differences(cls):
     estimate = _augmented_estimate(cls)
-    _, _, H = estimate._gnss_model()
-    numeric = _numeric_measurement_jacobian(
-        estimate, lambda f: np.concatenate(f._gnss_model()[:2]))
+    _, H = _gnss_model(estimate)
+    numeric = _numeric_measurement_jacobian(estimate, lambda f: _gnss_model(f)[0])
     assert H.shape == (6, 18)
     assert np.allclose(numeric, H, atol=5e-5)  # ECEF round-off / eps
     up = enu_to_ecef_rotation(-34.6, -58.4)[:, 2]
@@ -143,15 +167,27 @@ def test_augmented_gnss_jacobian_matches_finite_differences(cls):
 
 
 @pytest.mark.parametrize("cls", FILTERS)
-@pytest.mark.parametrize("model", ["_magnetometer_model", "_barometer_model"])
-def test_augmented_aiding_jacobians_match_finite_differences(cls, model):
-    estimate = _augmented_estimate(cls)
-    _, H = getattr(estimate, model)()
+@pytest.mark.parametrize("source", ["magnetometer", "barometer"])
+def test_augmented_aiding_jacobians_match_finite_differences(cls, source):
+    """With the GNSS bias states (and the sources' own states after them) the magnetometer
+    and barometer rows do not see the GNSS bias; navigation columns against their scale,
+    the source's own states (I / +1) on their own."""
+    estimate = _augmented_estimate(cls, aided=True)
+    aiding = estimate.sources[source]
+    m = (aiding.measurement(0.0, [1.5e-5, -1e-5, 2e-5]) if source == "magnetometer"
+         else aiding.measurement(0.0, height_m=50.0, height_variance_m2=1.0))
+    H = aiding.linearize(estimate, m).H
     numeric = _numeric_measurement_jacobian(
-        estimate, lambda f: np.atleast_1d(getattr(f, model)()[0]), eps=1e-3)
-    assert H.shape[1] == 18
+        estimate, lambda f: f.sources[source].linearize(f, m).residual, eps=1e-3)
+    assert H.shape[1] == 22
+    assert estimate.state_slice(GnssPosition.name) == GNSS_BIAS  # the GNSS bias comes first
     assert not H[:, GNSS_BIAS].any()
-    assert np.allclose(numeric, H, rtol=0.0, atol=1e-5 * np.abs(H).max())
+    assert np.allclose(numeric[:, GNSS_BIAS], 0.0, atol=1e-9)
+    core = slice(0, STATE_DIM)
+    assert np.allclose(numeric[:, core], H[:, core], rtol=0.0,
+                       atol=1e-5 * np.abs(H[:, core]).max())
+    own = estimate.state_slice(source)
+    assert np.allclose(numeric[:, own], H[:, own], rtol=0.0, atol=1e-9)
 
 
 @pytest.mark.parametrize("cls", FILTERS)
@@ -193,13 +229,16 @@ def test_white_part_is_the_reported_covariance_minus_the_bias_floored():
     A = enu_to_ecef_rotation(-34.6, -58.4)
     white = np.diag([0.3, 0.3, 0.5]) ** 2
     reported = A @ (white + np.diag(STATIONARY_SIGMA**2)) @ A.T
-    assert np.allclose(estimate._white_position_covariance(reported), A @ white @ A.T)
+    assert np.allclose(estimate.gnss.white_covariance(estimate, reported), A @ white @ A.T)
     # Reported smaller than the bias's variance: floored, still positive definite.
     floor = estimate.config.gnss_white_sigma_floor
-    tiny = estimate._white_position_covariance(np.eye(3) * 0.01)
+    tiny = estimate.gnss.white_covariance(estimate, np.eye(3) * 0.01)
     assert np.allclose(np.linalg.eigvalsh(tiny).min(), floor**2)
     as_white = _augmented_estimate(TridentEKF, gnss_covariance_includes_bias=False)
-    assert as_white._white_position_covariance(reported) is reported
+    assert as_white.gnss.white_covariance(as_white, reported) is reported
+    # The R of the position update is that white part.
+    fix = Measurement(GnssPosition.name, 0.0, np.zeros(3), reported)
+    assert np.allclose(estimate.gnss.linearize(estimate, fix).R, A @ white @ A.T)
 
 
 # ----- bias states off: the 15-state filter, unchanged ----------------------------------------
@@ -353,7 +392,12 @@ def test_delayed_fix_with_bias_states_matches_the_on_time_fix(cls):
         filter_.flush()
         filters.append(filter_)
     on_time, delayed = filters
-    assert delayed.counters.gnss_delayed == 1
+    # The late epoch is two measurements (velocity, position), each applied once in the past.
+    for source in (GnssPosition.name, GnssVelocity.name):
+        assert delayed.aid_status[source].counts["delayed"] == 1
+        assert on_time.aid_status[source].counts["delayed"] == 0
+        assert (delayed.aid_status[source].counts["accepted"]
+                == on_time.aid_status[source].counts["accepted"])
     assert np.allclose(on_time.gnss_bias, delayed.gnss_bias, rtol=0.0, atol=1e-9)
     assert any(on_time.gnss_bias)
     for a, b in zip(on_time.nominal(), delayed.nominal(), strict=True):
@@ -369,16 +413,16 @@ def test_reset_to_gnss_keeps_the_bias_and_its_correlation(cls):
                                gnss_bias_sigma_vertical=VERTICAL, max_consecutive_rejections=1))
     data = _data(3, duration=2.0)
     start_with_error(filter_, data, SIGMAS, np.random.default_rng(3))
-    filter_.gnss_bias = (0.1, -0.2, 0.3)
+    filter_.augmented[GnssPosition.name] = (0.1, -0.2, 0.3)
     fix = data.gnss_position[0] + 500.0
     filter_.process_imu(data.imu_time[1], data.gyro[1], data.accel[1])
     filter_.process_gnss(data.imu_time[1], fix, data.gnss_position_covariance)
-    assert filter_.counters.gnss_resets == 1
+    assert filter_.aid_status[GnssPosition.name].counts["resets"] == 1
     A = enu_to_ecef_rotation(TRAJECTORY.latitude_deg, TRAJECTORY.longitude_deg)
     assert np.allclose(filter_.nominal()[2], fix - A @ np.array(filter_.gnss_bias), atol=1e-6)
     P = filter_.conventional_covariance()
     bias = P[GNSS_BIAS, GNSS_BIAS]
-    white = filter_._white_position_covariance(data.gnss_position_covariance)
+    white = filter_.gnss.white_covariance(filter_, data.gnss_position_covariance)
     assert np.allclose(P[POS, POS], white + A @ bias @ A.T, atol=1e-9)
     assert np.allclose(P[POS, GNSS_BIAS], -A @ bias, atol=1e-9)
     assert np.all(np.linalg.eigvalsh(filter_.covariance) > 0.0)

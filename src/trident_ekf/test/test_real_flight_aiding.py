@@ -25,7 +25,7 @@ SETTINGS = {
     "gnss": {"delay_s": 0.2, "accuracy_scale": 0.25, "speed_accuracy_scale": 0.3,
              "horizontal_floor_m": 0.05, "vertical_floor_m": 0.1, "speed_floor_mps": 0.03},
     "barometer": {"noise_sigma_m": 0.25},
-    "magnetometer": {"mode": "heading"},
+    "magnetometer": {"mode": "heading", "heading_sigma_deg": 4.5},
 }
 CONFIG = FilterConfig(gyro_noise=5e-3, accel_noise=0.22, gyro_bias_walk=1e-4,
                       accel_bias_walk=1e-3)

@@ -53,11 +53,16 @@ def test_bad_imu_samples_are_rejected_and_counted(cls):
     assert not filter_.process_imu(t + 0.01, [math.nan, 0, 0], [0, 0, 9.8])
     assert not filter_.process_imu(t, DATA.gyro[1], DATA.accel[1])  # duplicate stamp
     assert not filter_.process_imu(t - 0.5, DATA.gyro[1], DATA.accel[1])  # out of order
-    counters = filter_.counters
-    assert (counters.imu_nonfinite, counters.imu_duplicate, counters.imu_out_of_order) == (1, 1, 1)
+    counts = filter_.imu_counts
+    assert (counts["nonfinite"], counts["duplicate"], counts["out_of_order"]) == (1, 1, 1)
     assert all(np.array_equal(a, b) for a, b in zip(state, filter_.nominal(), strict=True))
+    accepted = counts["accepted"]
     assert filter_.process_imu(t + 1.0, DATA.gyro[1], DATA.accel[1])  # 1 s gap: held
-    assert counters.imu_gap == 1
+    assert counts["gap"] == 1
+    assert counts["accepted"] == accepted + 1  # a gap sample is accepted (and counted)
+    flat = filter_.counts()
+    assert (flat["imu_nonfinite"], flat["imu_duplicate"], flat["imu_out_of_order"],
+            flat["imu_gap"]) == (1, 1, 1, 1)
     assert filter_.time == t + 1.0
 
 
@@ -72,8 +77,15 @@ def test_bad_gnss_fixes_are_rejected_and_counted(cls):
     assert not filter_.process_gnss(t + 0.05, p, R_P, v, R_V)  # duplicate stamp
     assert not filter_.process_gnss(t + 0.1, [math.nan, 0, 0], R_P)
     assert not filter_.process_gnss(t + 0.1, p, [-1.0, 1.0, 1.0])  # negative variance
-    counters = filter_.counters
-    assert (counters.gnss_late, counters.gnss_duplicate, counters.gnss_nonfinite) == (1, 1, 2)
+    # An epoch is a velocity and a position measurement, each counted by its source.
+    position = filter_.aid_status["gnss_position"].counts
+    velocity = filter_.aid_status["gnss_velocity"].counts
+    assert (position["late"], position["duplicate"], position["nonfinite"]) == (1, 1, 2)
+    assert (velocity["late"], velocity["duplicate"], velocity["nonfinite"]) == (1, 1, 0)
+    flat = filter_.counts()
+    assert (flat["gnss_position_late"], flat["gnss_position_duplicate"],
+            flat["gnss_position_nonfinite"]) == (1, 1, 2)
+    assert filter_.aid_status["gnss_position"].rejected == 4
     with pytest.raises(ValueError, match="position must have 3 elements"):
         filter_.process_gnss(t + 0.2, [1.0, 2.0], R_P)
     with pytest.raises(ValueError, match="velocity_covariance is required"):
@@ -88,9 +100,13 @@ def test_outlier_is_gated_and_persistent_jump_declares_divergence(cls):
     position = filter_.nominal()[2]
     _feed(filter_, 10.21, offset=np.array([100.0, 0.0, 0.0]))  # one 100 m outlier
     updates = filter_.drain_updates()
-    assert [u.accepted for u in updates] == [False]
-    assert updates[0].nis > 1000.0
-    assert filter_.counters.gnss_gated == 1
+    # The epoch's velocity is fine and fused; its position is gated.
+    assert [(u.source, u.accepted) for u in updates] == [("gnss_velocity", True),
+                                                         ("gnss_position", False)]
+    assert updates[1].nis > 1000.0
+    assert updates[1].reason == "gated"
+    assert filter_.aid_status["gnss_position"].counts["gated"] == 1
+    assert filter_.aid_status["gnss_velocity"].counts["gated"] == 0
     assert np.linalg.norm(filter_.nominal()[2] - position) < 5.0  # pure-INS motion only
     assert filter_.status is FilterStatus.NOMINAL
     _feed(filter_, 12.0, offset=np.array([100.0, 0.0, 0.0]))  # spoofing-like jump persists
@@ -103,13 +119,14 @@ def test_persistent_jump_resets_to_gnss_when_reset_is_enabled(cls):
     _feed(filter_, 10.0)
     jump = np.array([100.0, 0.0, 0.0])
     _feed(filter_, 11.01, offset=jump)  # five rejected fixes, then the reset
-    assert filter_.counters.gnss_resets == 1
+    assert filter_.aid_status["gnss_position"].counts["resets"] == 1
+    assert filter_.aid_status["gnss_position"].counts["gated"] == 5
     assert filter_.status is FilterStatus.DIVERGED
     k = int(np.searchsorted(DATA.imu_time, filter_.time))
     assert np.linalg.norm(filter_.nominal()[2] - (DATA.truth["p"][k] + jump)) < 10.0
     _feed(filter_, 13.0, offset=jump)  # the new track is consistent: accepted again
     assert filter_.status is FilterStatus.NOMINAL
-    assert filter_.counters.gnss_resets == 1
+    assert filter_.counts()["gnss_position_resets"] == 1
 
 
 @pytest.mark.parametrize("cls", FILTERS)
@@ -139,7 +156,8 @@ def test_fix_between_imu_samples_is_applied_at_its_own_stamp(cls):
     split.process_imu(t_fix, DATA.gyro[k], DATA.accel[k])
     split.process_gnss(t_fix, p, R_P, v, R_V)
     split.process_imu(DATA.imu_time[k], DATA.gyro[k], DATA.accel[k])
-    assert [u.time for u in queued.drain_updates()] == [t_fix]
+    assert [(u.source, u.time) for u in queued.drain_updates()] == [
+        ("gnss_velocity", t_fix), ("gnss_position", t_fix)]
     for a, b in zip(queued.nominal(), split.nominal(), strict=True):
         assert np.allclose(a, b, rtol=0, atol=1e-9)
     assert np.allclose(queued.covariance, split.covariance, atol=1e-12)
@@ -173,9 +191,11 @@ def test_delayed_fix_inside_the_history_equals_the_on_time_fix(cls):
     for a, b in zip(on_time.nominal(), delayed.nominal(), strict=True):
         assert np.allclose(a, b, rtol=0.0, atol=1e-9)
     assert np.allclose(on_time.covariance, delayed.covariance, rtol=1e-9, atol=1e-15)
-    assert delayed.counters.gnss_delayed == 1
-    assert delayed.counters.gnss_accepted == on_time.counters.gnss_accepted
-    assert delayed.counters.imu_accepted == on_time.counters.imu_accepted
+    for source in ("gnss_position", "gnss_velocity"):  # the late epoch: one of each
+        assert delayed.aid_status[source].counts["delayed"] == 1
+        assert (delayed.aid_status[source].counts["accepted"]
+                == on_time.aid_status[source].counts["accepted"])
+    assert delayed.imu_counts["accepted"] == on_time.imu_counts["accepted"]
 
 
 def test_invalid_configuration_and_initial_state_raise_value_errors():

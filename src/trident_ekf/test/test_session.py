@@ -108,7 +108,9 @@ def test_session_starts_and_tracks_the_truth_within_three_sigma(data):
     assert np.all(np.abs(final[:3]) < 1.0)
     assert np.all(sigma[:3] < 1.0)
     assert session.filter.status.value == "nominal"
-    assert session.counts()["gnss_gated"] == 0
+    counts = session.counts()
+    assert counts["gnss_position_gated"] == counts["gnss_velocity_gated"] == 0
+    assert counts["gnss_position_accepted"] == counts["gnss_velocity_accepted"] > 150
 
 
 def test_datum_defaults_to_the_first_valid_fix(data):
@@ -139,7 +141,8 @@ def test_gnss_bias_states_keep_the_position_covariance_honest(data):
     assert sigma[2] > 0.2
     error, _ = errors_and_sigmas(biased, data, data.imu_time.size - 1)
     assert np.all(np.abs(error[:3]) < 3.0 * sigma)
-    assert biased.counts()["gnss_gated"] == 0
+    counts = biased.counts()
+    assert counts["gnss_position_gated"] == counts["gnss_velocity_gated"] == 0
 
 
 def test_imu_mounting_rotation_is_undone(data):
@@ -161,15 +164,24 @@ def test_fix_and_velocity_pair_on_arrival_and_a_lone_fix_goes_alone(data):
     session = make_session(datum=DATUM)
     run(session, data)
     updates = session.drain_updates()
-    assert {u.dof for u in updates} == {6}  # 50 ms late, fix and velocity still paired
+    # 50 ms late, fix and velocity still paired: every epoch is a velocity and a position
+    # update (3 dof each) at the same stamp. (Late, they are applied through the history:
+    # the position's rewind re-applies, and reports again, the velocity of its epoch.)
+    assert {u.dof for u in updates} == {3}
+    positions = {u.time for u in updates if u.source == "gnss_position"}
+    velocities = {u.time for u in updates if u.source == "gnss_velocity"}
+    assert positions == velocities
+    assert len(positions) == session.counts()["gnss_position_accepted"] > 150
+    assert session.counts()["gnss_velocity_accepted"] == len(positions)
     t = data.imu_time[-1]
     _, lat, lon, h, cov, v, v_cov = next(fixes(data))
     later = stamp(t) + IMU_PERIOD_NS
     session.fix(later, 0, lat, lon, h, cov, covariance_known=False)  # a default covariance
     for k in range(1, 12):  # 55 ms of IMU: past the pairing window
         session.imu(later + k * IMU_PERIOD_NS, data.gyro[-1], data.accel[-1])
-    (update,) = session.drain_updates()
-    assert (update.dof, update.time) == (3, pytest.approx(later * 1e-9))
+    (update,) = session.drain_updates()  # the position alone, no velocity update
+    assert (update.source, update.dof, update.time) == ("gnss_position", 3,
+                                                        pytest.approx(later * 1e-9))
     session.velocity(later + 20 * IMU_PERIOD_NS, v, v_cov)
     for k in range(12, 40):
         session.imu(later + k * IMU_PERIOD_NS, data.gyro[-1], data.accel[-1])
@@ -187,7 +199,8 @@ def test_bad_inputs_are_counted_and_never_fused(data):
     session.imu(early + IMU_PERIOD_NS, gyro, accel)
     session.imu(early, gyro, accel)
     run(session, data)
-    accepted = session.counts()["gnss_accepted"]
+    accepted = {name: session.counts()[f"{name}_accepted"]
+                for name in ("gnss_position", "gnss_velocity")}
     last = stamp(data.imu_time[-1])
     _, lat, lon, h, cov, v, v_cov = next(fixes(data))
     assert not session.fix(last, -1, math.nan, math.nan, math.nan, np.zeros(9))  # NO_FIX
@@ -199,7 +212,9 @@ def test_bad_inputs_are_counted_and_never_fused(data):
     for k in range(1, 40):
         session.imu(last + k * IMU_PERIOD_NS, data.gyro[-1], data.accel[-1])
     counts = session.counts()
-    assert counts["gnss_accepted"] == accepted
+    assert {name: counts[f"{name}_accepted"] for name in accepted} == accepted
+    assert all(counts[f"{name}_{reason}"] == 0 for name in accepted
+               for reason in ("gated", "nonfinite", "late", "duplicate"))
     expected = {"imu_nonfinite": 1, "imu_duplicate": 1, "imu_out_of_order": 1,
                 "velocity_without_fix": 1, "fix_no_fix": 1, "fix_nonfinite": 1,
                 "fix_bad_covariance": 2, "velocity_nonfinite": 1,
@@ -233,7 +248,7 @@ def test_replay_session_feeds_the_shared_session_from_messages(data):
     config = FilterConfig(covariance_decimation=1)
     direct = make_session(config)
     run(direct, data)
-    replay = ReplaySession(TridentEKF(config), make_initializer(), None, 50.0)
+    replay = ReplaySession(make_session(config), None, 50.0)
     pending = list(fixes(data))
     for k in range(1, data.imu_time.size):
         t = data.imu_time[k]
@@ -245,4 +260,5 @@ def test_replay_session_feeds_the_shared_session_from_messages(data):
     ours, theirs = direct.estimate(), replay.session.estimate()
     for name in ("position", "velocity", "attitude", "pose_cov", "twist_cov"):
         assert np.array_equal(ours[name], theirs[name]), name
-    assert len(replay.series.nis) == direct.counts()["gnss_accepted"]
+    accepted = [row for row in replay.series.nis if row[3]]  # (time, NIS, dof, accepted)
+    assert len(accepted) == direct.counts()["gnss_position_accepted"] > 0

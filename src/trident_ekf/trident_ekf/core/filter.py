@@ -459,7 +459,7 @@ class ErrorStateFilter:
             self._count(m.source, "duplicate")
             return False
         if m.time < self.time:
-            if not (self._snapshots and self._snapshots[0]["time"] <= m.time):
+            if not (self._snapshots and self._snapshots[0]["time"] < m.time):
                 self._count(m.source, "late")
                 return False
             self._rewind_and_apply(m)
@@ -635,7 +635,9 @@ class ErrorStateFilter:
     def _rewind_and_apply(self, measurement: Measurement) -> None:
         """Go back to the last snapshot before a delayed measurement, then re-run the stored
         IMU samples with it (and the measurements applied since) at their own stamps."""
-        while len(self._snapshots) > 1 and self._snapshots[-1]["time"] > measurement.time:
+        # Restart strictly before the stamp: a snapshot at it may already hold another
+        # update at that stamp (sources measured together), which must be re-applied.
+        while len(self._snapshots) > 1 and self._snapshots[-1]["time"] >= measurement.time:
             self._snapshots.pop()
         snapshot = self._snapshots.pop()  # re-taken by the first replayed sample
         start = snapshot["time"]

@@ -11,8 +11,9 @@ depend only on the attitude rows and hold for either error convention:
   H = [-[(C_hat^T m^e) x] on phi, I on the hard-iron error b_hat - b].
 - "heading": the field, turned to the local level frame with the estimated attitude, gives
   the heading error about the local up axis u: the residual is the angle from that
-  horizontal field to the model's, about u, and equals u^T C_hat phi (one row). Tilt
-  errors hardly enter, so a field distorted in strength or inclination still gives yaw.
+  horizontal field to the model's, about u: u^T C_hat phi + tan(I) h^T C_hat phi to first
+  order (one row; h the unit horizontal model field, I the inclination). A field
+  distorted in strength does not enter at all.
 
 A sample whose (hard-iron corrected) strength or inclination differs from the model by
 more than the tolerances is rejected as ``disturbed`` (motors, steel, power lines)
@@ -37,6 +38,8 @@ from trident_ekf.core.measurements.base import (
     AugmentedState,
     Linearization,
     Measurement,
+    as_covariance,
+    as_vector,
     check_settings,
     setting,
 )
@@ -112,11 +115,11 @@ class Magnetometer(AidingSource):
     def measurement(self, time: float, field_T: FloatArray,
                     covariance_T2: FloatArray | None = None) -> Measurement:
         """A sample (body axes, T) with its 3x3 covariance (None or all zeros: the default)."""
-        field = np.asarray(field_T, dtype=float).reshape(3)
+        field = as_vector(field_T, 3, "field_T")
         if covariance_T2 is None or not np.any(covariance_T2):
             covariance = np.eye(3) * self.config.noise_sigma_T**2
         else:
-            covariance = np.asarray(covariance_T2, dtype=float).reshape(3, 3)
+            covariance = as_covariance(covariance_T2, 3, "covariance_T2")
         return Measurement(self.name, float(time), field, covariance)
 
     def start(self, filter_: ErrorStateFilter) -> None:
@@ -169,6 +172,9 @@ class Magnetometer(AidingSource):
         model = to_ecef.T @ self.field_ecef
         angle = math.atan2(model[1], model[0]) - math.atan2(measured[1], measured[0])
         residual = (angle + math.pi) % (2.0 * math.pi) - math.pi
-        H[0, ATT] = to_ecef[:, 2] @ C
+        # With theta = C_hat phi (ECEF axes), C_hat m^b turns by -theta, so the residual is
+        # u^T theta - m_up h^T theta / |h|^2 (h: horizontal part of the levelled sample).
+        h = np.array([measured[0], measured[1], 0.0])
+        H[0, ATT] = (np.array([0.0, 0.0, 1.0]) - measured[2] * h / (h @ h)) @ to_ecef.T @ C
         sigma = math.radians(self.config.heading_sigma_deg)
         return Linearization(np.array([residual]), H, np.array([[sigma * sigma]]))
