@@ -13,10 +13,10 @@ to find every file the launch files read inside the image.
 from __future__ import annotations
 
 import array
-import math
 import ast
 import contextlib
 import importlib
+import math
 import os
 import re
 from collections.abc import Callable, Iterator

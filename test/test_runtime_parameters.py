@@ -394,10 +394,12 @@ def aiding_values() -> dict[str, Any]:
         elif spec.choices:
             values[spec.name] = next(c for c in spec.choices if c != default)
         elif isinstance(default, tuple):
-            values[spec.name] = [0.5 * (spec.low or 0.0) + 0.25 * (spec.high or 1.0) + 1e-6] * len(default)
+            value = 0.5 * (spec.low or 0.0) + 0.25 * (spec.high or 1.0) + 1e-6
+            values[spec.name] = [value] * len(default)
         else:
             low, high = spec.low, spec.high
-            assert low is not None and high is not None, spec.name
+            assert low is not None, spec.name
+            assert high is not None, spec.name
             middle = low + 0.37 * (high - low)
             values[spec.name] = middle if middle != default else low
     return values

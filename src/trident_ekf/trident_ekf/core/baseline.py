@@ -18,7 +18,6 @@ from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
 from mav_geometry.scalar import Quaternion, Vector3, exp_with_jacobian, multiply, to_matrix
 from trident_ekf.core.config import FilterConfig
-from trident_ekf.core.measurements.base import AidingSource
 from trident_ekf.core.earth import OMEGA_ECEF, gravity_gradient
 from trident_ekf.core.filter import (
     ATT,
@@ -27,13 +26,14 @@ from trident_ekf.core.filter import (
     VEL,
     ErrorStateFilter,
 )
+from trident_ekf.core.measurements.base import AidingSource
+from trident_ekf.core.mechanization import ConventionalIntegrator
 from trident_ekf.core.skew import (
     block_flat_indices,
     skew,
     skew_flat_indices,
     skew_flat_values,
 )
-from trident_ekf.core.mechanization import ConventionalIntegrator
 
 
 class BaselineESKF(ErrorStateFilter):

@@ -37,7 +37,6 @@ from trident_ekf.core.config import FilterConfig
 from trident_ekf.core.earth import OMEGA_ECEF
 from trident_ekf.core.measurements.base import (
     AidingSource,
-    AidStatus,
     Measurement,
     as_covariance,
     as_vector,

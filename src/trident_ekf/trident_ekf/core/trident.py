@@ -28,7 +28,6 @@ from mav_geometry.scalar import (
     unpack_translation,
 )
 from trident_ekf.core.config import FilterConfig
-from trident_ekf.core.measurements.base import AidingSource
 from trident_ekf.core.earth import EARTH_RATE, GM
 from trident_ekf.core.filter import (
     ATT,
@@ -38,12 +37,13 @@ from trident_ekf.core.filter import (
     VEL,
     ErrorStateFilter,
 )
+from trident_ekf.core.measurements.base import AidingSource
+from trident_ekf.core.mechanization import Trident, TridentIntegrator, normalize_trident
 from trident_ekf.core.skew import (
     block_flat_indices,
     skew_flat_indices,
     skew_flat_values,
 )
-from trident_ekf.core.mechanization import Trident, TridentIntegrator, normalize_trident
 
 
 class TridentEKF(ErrorStateFilter):

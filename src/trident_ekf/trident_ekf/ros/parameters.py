@@ -39,7 +39,8 @@ _TINY = 1e-12  # lower bound of "strictly positive" ranges
 CONFIG_FIELDS = ("gyro_noise", "accel_noise", "gyro_bias_walk", "accel_bias_walk",
                  "covariance_decimation", "gate_probability", "max_imu_interval",
                  "outage_timeout", "divergence_position_sigma", "max_consecutive_rejections",
-                 "reset_on_divergence", "history_length", "gnss_bias_sigma_horizontal", "gnss_bias_sigma_vertical",
+                 "reset_on_divergence", "history_length", "gnss_bias_sigma_horizontal",
+                 "gnss_bias_sigma_vertical",
                  "gnss_bias_correlation_time", "gnss_covariance_includes_bias",
                  "gnss_white_sigma_floor")
 """Parameters that are ``FilterConfig`` fields of the same name."""

@@ -31,7 +31,6 @@ from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
 from mav_ros_common.diagnostics import DIAGNOSTICS_TOPIC
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
-from trident_ekf.core.filter import ErrorStateFilter
 from trident_ekf.core.earth_field import decimal_year
 from trident_ekf.core.initialization import Initializer
 from trident_ekf.core.measurements import REGISTRY, build_sources

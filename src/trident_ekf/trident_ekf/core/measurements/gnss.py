@@ -38,7 +38,8 @@ ATT, VEL, POS, BG = slice(0, 3), slice(3, 6), slice(6, 9), slice(9, 12)
 class GnssConfig:
     """The receiver model: its latency, and how its reported accuracies become measurement
     noise: the reported sigmas (from eph/epv and the speed accuracy, as drivers fill the
-    covariances) times ``accuracy_scale`` / ``speed_accuracy_scale``, each at least its floor; the defaults stand in
+    covariances) times ``accuracy_scale`` / ``speed_accuracy_scale``, each at least its
+    floor; the defaults stand in
     when a message reports none (docs/theory/trident-ekf.md §5.5)."""
 
     delay_s: float = setting(

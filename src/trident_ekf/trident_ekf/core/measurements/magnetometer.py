@@ -57,16 +57,16 @@ NAN3 = (math.nan, math.nan, math.nan)
 class MagnetometerConfig:
     mode: str = setting("heading", "fuse the heading only (robust to a distorted field) or "
                         "all three axes (with hard-iron states)", choices=("heading", "3d"))
-    field_ned_T: tuple[float, float, float] = setting(
+    field_ned_T: tuple[float, float, float] = setting(  # noqa: N815 (SI unit T)
         NAN3, "Earth field north/east/down at the site; NaN = World Magnetic Model at the "
         "start position", "T", -1e-4, 1e-4, allow_nan=True)
     model_year: float = setting(
         math.nan, "decimal year for the World Magnetic Model; NaN = the stamps' date if they "
         "are POSIX times, else today", "year", 2010.0, 2030.0, allow_nan=True)
-    noise_sigma_T: float = setting(
+    noise_sigma_T: float = setting(  # noqa: N815 (SI unit T)
         1e-6, "noise per axis when the message has no covariance", "T", 1e-10, 1e-4)
     heading_sigma_deg: float = setting(5.0, "heading noise (heading mode)", "deg", 0.01, 90.0)
-    hard_iron_sigma_T: float = setting(
+    hard_iron_sigma_T: float = setting(  # noqa: N815 (SI unit T)
         5e-6, "initial sigma of each hard-iron bias state (3d mode)", "T", 1e-9, 1e-4)
     hard_iron_walk: float = setting(
         1e-8, "hard-iron bias random walk", "T/sqrt(s)", 0.0, 1e-5)
