@@ -569,9 +569,9 @@ class ErrorStateFilter:
         """A source's first measurement may set its augmented states (``first_value``),
         e.g. the barometer offset to the first reading minus the predicted height."""
         self._used = self._used | {m.source}
-        first_value = getattr(source, "first_value", None)
-        if first_value is not None and m.source in self._slices:
-            self.augmented[m.source] = tuple(first_value(self, m))
+        value = source.first_value(self, m)
+        if value is not None:
+            self.augmented[m.source] = tuple(value)
 
     def _correct(self, dx: list[float]) -> None:
         """Remove an estimated error (this filter's convention) from the state."""

@@ -253,18 +253,17 @@ class EstimationSession:
         is not used (a KeyError names an unknown source)."""
         aiding = self.filter.sources[source]
         self.received[source] += 1
-        if not self.filter.initialized or (getattr(aiding, "needs_datum", False)
-                                           and self.datum is None):
+        if not self.filter.initialized or (aiding.needs_datum and self.datum is None):
             self.rejected[f"{source}_before_start"] += 1
             return False
-        if getattr(aiding, "needs_datum", False):
+        if aiding.needs_datum:
             fields["datum"] = self.datum
         try:
             m: Measurement = aiding.measurement(stamp_ns * 1e-9, **fields)  # type: ignore[attr-defined]
         except (ValueError, TypeError):
             self.rejected[f"{source}_malformed"] += 1
             return False
-        if getattr(aiding, "body_frame", False) and self._rotation is not None:
+        if aiding.body_frame and self._rotation is not None:
             m = replace(m, value=self._rotation @ m.value,
                         covariance=self._rotation @ m.covariance @ self._rotation.T)
         return self.filter.process(m)

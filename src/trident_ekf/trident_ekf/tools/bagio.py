@@ -22,6 +22,7 @@ from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 
 from mav_geometry.arrays import FloatVector
+from trident_ekf.inputs import stamp_ns as stamp_ns  # re-exported for bag messages
 
 TYPESTORE = get_typestore(Stores.ROS2_JAZZY)
 IMU = "sensor_msgs/msg/Imu"
@@ -41,21 +42,16 @@ IMPORT_SUMMARY_TOPIC = "/trident_import/summary"
 _T = TYPESTORE.types
 
 
-def _header(stamp_ns: int, frame_id: str) -> Any:
+def _header(stamp: int, frame_id: str) -> Any:
     return _T["std_msgs/msg/Header"](
-        stamp=_T["builtin_interfaces/msg/Time"](sec=int(stamp_ns // 10**9),
-                                                nanosec=int(stamp_ns % 10**9)),
+        stamp=_T["builtin_interfaces/msg/Time"](sec=int(stamp // 10**9),
+                                                nanosec=int(stamp % 10**9)),
         frame_id=frame_id)
 
 
 def _vector(v: FloatVector) -> Any:
     x, y, z = (float(c) for c in v)
     return _T["geometry_msgs/msg/Vector3"](x=x, y=y, z=z)
-
-
-def stamp_ns(message: Any) -> int:
-    """Header stamp of a message in ns."""
-    return int(message.header.stamp.sec) * 10**9 + int(message.header.stamp.nanosec)
 
 
 def imu_message(stamp: int, gyro: FloatVector, accel: FloatVector,

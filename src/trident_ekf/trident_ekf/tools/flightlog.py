@@ -101,6 +101,24 @@ class _Reference(NamedTuple):
 _NO_REFERENCE = _Reference(_empty(), _empty(3), _empty(3), _empty(4))
 
 
+def _assemble(path: Path, report: Report, imu: tuple[Array, Array, Array], gnss: _Gnss,
+              reference: _Reference, datum: tuple[float, float, float],
+              baro: tuple[Array, Array, Array], mag: tuple[Array, Array],
+              utc_start: float | None) -> FlightLog:
+    """The ``FlightLog`` of an autopilot log: IMU rows screened (and counted) here, the
+    other series as their readers screened them."""
+    imu_time, gyro, accel = imu
+    keep = _screen("imu", report, imu_time, gyro, accel)
+    return FlightLog(
+        imu_time=imu_time[keep], gyro=gyro[keep], accel=accel[keep], gnss_time=gnss.time,
+        gnss_geodetic=gnss.geodetic, gnss_velocity_enu=gnss.velocity, gnss_sigma=gnss.sigma,
+        reference_time=reference.time, reference_position_enu=reference.position,
+        reference_velocity_enu=reference.velocity, reference_attitude=reference.attitude,
+        datum=datum, baro_time=baro[0], baro_pressure=baro[1], baro_temperature=baro[2],
+        mag_time=mag[0], mag_field=mag[1], utc_start=utc_start, import_report=report,
+        source_log=path.name)
+
+
 def isa_pressure(height_m: Array) -> Array:
     """ISA static pressure (Pa) at a height above mean sea level (m)."""
     pressure: Array = ISA_SEA_LEVEL_PRESSURE * (1.0 - ISA_HEIGHT_FACTOR * height_m) ** ISA_EXPONENT
@@ -387,17 +405,8 @@ def read_px4(path: Path) -> FlightLog:
     imu_time = np.asarray(imu["timestamp"], dtype=float) * 1e-6
     gyro = frd_to_flu(_columns(imu, ["gyro_rad[0]", "gyro_rad[1]", "gyro_rad[2]"]))
     accel = frd_to_flu(_columns(imu, [f"accelerometer_m_s2[{i}]" for i in range(3)]))
-    keep = _screen("imu", report, imu_time, gyro, accel)
-    baro_time, pressure, temperature = _px4_baro(topics, report)
-    mag_time, mag_field = _px4_mag(topics, report)
-    return FlightLog(
-        imu_time=imu_time[keep], gyro=gyro[keep], accel=accel[keep], gnss_time=gnss.time,
-        gnss_geodetic=gnss.geodetic, gnss_velocity_enu=gnss.velocity, gnss_sigma=gnss.sigma,
-        reference_time=reference.time, reference_position_enu=reference.position,
-        reference_velocity_enu=reference.velocity, reference_attitude=reference.attitude,
-        datum=datum, baro_time=baro_time, baro_pressure=pressure,
-        baro_temperature=temperature, mag_time=mag_time, mag_field=mag_field,
-        utc_start=utc_start, import_report=report, source_log=path.name)
+    return _assemble(path, report, (imu_time, gyro, accel), gnss, reference, datum,
+                     _px4_baro(topics, report), _px4_mag(topics, report), utc_start)
 
 
 # ----- PX4 EKF2 replay CSV -------------------------------------------------------------------
@@ -630,17 +639,9 @@ def read_dataflash(path: Path) -> FlightLog:
     imu_time = _seconds(imu)
     gyro = frd_to_flu(_field(imu, "GyrX", "GyrY", "GyrZ"))
     accel = frd_to_flu(_field(imu, "AccX", "AccY", "AccZ"))
-    keep = _screen("imu", report, imu_time, gyro, accel)
-    baro_time, pressure, temperature = _dataflash_baro(messages, params, report)
-    mag_time, mag_field = _dataflash_mag(messages, params, report)
-    return FlightLog(
-        imu_time=imu_time[keep], gyro=gyro[keep], accel=accel[keep], gnss_time=gnss.time,
-        gnss_geodetic=gnss.geodetic, gnss_velocity_enu=gnss.velocity, gnss_sigma=gnss.sigma,
-        reference_time=reference.time, reference_position_enu=reference.position,
-        reference_velocity_enu=reference.velocity, reference_attitude=reference.attitude,
-        datum=datum, baro_time=baro_time, baro_pressure=pressure,
-        baro_temperature=temperature, mag_time=mag_time, mag_field=mag_field,
-        utc_start=utc_start, import_report=report, source_log=path.name)
+    return _assemble(path, report, (imu_time, gyro, accel), gnss, reference, datum,
+                     _dataflash_baro(messages, params, report),
+                     _dataflash_mag(messages, params, report), utc_start)
 
 
 def read_log(path: Path) -> FlightLog:

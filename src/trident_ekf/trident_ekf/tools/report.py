@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -220,47 +221,51 @@ def _plot_biases(series: ReportSeries, path: Path) -> None:
     plt.close(fig)
 
 
-def _plot_nis(series: ReportSeries, path: Path) -> None:
-    """One panel per source: NIS of each update against its chi-square 95% bound."""
+def _plot_per_source(series: ReportSeries, path: Path,
+                     draw: Callable[[Any, str, FloatArray, list[Any]], None],
+                     title: str | None = None) -> None:
+    """One panel per source, its updates drawn by ``draw(ax, source, t, rows)``, with time
+    from the first update of any source."""
     sources = sorted(series.updates)
-    fig, axes = plt.subplots(max(len(sources), 1), 1, figsize=(9, 2.2 * max(len(sources), 1)),
-                             sharex=True, squeeze=False)
+    panels = max(len(sources), 1)
+    fig, axes = plt.subplots(panels, 1, figsize=(9, 2.2 * panels), sharex=True, squeeze=False)
     start = min((rows[0][0] for rows in series.updates.values()), default=0.0)
     for ax, source in zip(axes[:, 0], sources, strict=False):
         rows = series.updates[source]
-        t = np.array([row[0] for row in rows]) - start
-        nis = np.array([row[1] for row in rows])
-        dof = rows[0][2]
-        ax.semilogy(t, nis, ".", markersize=2, label=f"NIS ({dof} dof)")
-        ax.axhline(chi2.ppf(0.95, dof), color="r", label="chi-square 95%")
-        ax.axhline(dof, color="k", linestyle="--", label="expectation")
+        draw(ax, source, np.array([row[0] for row in rows]) - start, rows)
         ax.set_ylabel(source, fontsize=8)
-        ax.legend(fontsize=7, loc="upper right")
     axes[-1, 0].set_xlabel("time since the first update (s)")
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def _draw_nis(ax: Any, source: str, t: FloatArray, rows: list[Any]) -> None:
+    """NIS of each update against its chi-square 95% bound and its expectation."""
+    dof = rows[0][2]
+    ax.semilogy(t, [row[1] for row in rows], ".", markersize=2, label=f"NIS ({dof} dof)")
+    ax.axhline(chi2.ppf(0.95, dof), color="r", label="chi-square 95%")
+    ax.axhline(dof, color="k", linestyle="--", label="expectation")
+    ax.legend(fontsize=7, loc="upper right")
+
+
+def _draw_innovations(ax: Any, source: str, t: FloatArray, rows: list[Any]) -> None:
+    """Every component of the innovation (measured - predicted)."""
+    innovation = np.array([row[4] for row in rows])
+    for i in range(innovation.shape[1]):
+        ax.plot(t, innovation[:, i], ".", markersize=2, label=f"component {i}")
+    ax.legend(fontsize=7, loc="upper right", ncol=3)
+
+
+def _plot_nis(series: ReportSeries, path: Path) -> None:
+    _plot_per_source(series, path, _draw_nis)
 
 
 def _plot_innovations(series: ReportSeries, path: Path) -> None:
-    """One panel per source: every component of the innovation (measured - predicted)."""
-    sources = sorted(series.updates)
-    fig, axes = plt.subplots(max(len(sources), 1), 1, figsize=(9, 2.2 * max(len(sources), 1)),
-                             sharex=True, squeeze=False)
-    start = min((rows[0][0] for rows in series.updates.values()), default=0.0)
-    for ax, source in zip(axes[:, 0], sources, strict=False):
-        rows = series.updates[source]
-        t = np.array([row[0] for row in rows]) - start
-        innovation = np.array([row[4] for row in rows])
-        for i in range(innovation.shape[1]):
-            ax.plot(t, innovation[:, i], ".", markersize=2, label=f"component {i}")
-        ax.set_ylabel(source, fontsize=8)
-        ax.legend(fontsize=7, loc="upper right", ncol=3)
-    axes[-1, 0].set_xlabel("time since the first update (s)")
-    fig.suptitle("innovations, measured - predicted (source units: m, m/s, T, rad)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    _plot_per_source(series, path, _draw_innovations,
+                     "innovations, measured - predicted (source units: m, m/s, T, rad)")
 
 
 def _format(value: Any) -> str:

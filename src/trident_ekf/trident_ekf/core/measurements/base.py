@@ -131,6 +131,8 @@ class AidingSource:
     dof: int = 0
     reasons: ClassVar[tuple[str, ...]] = ()
     drives_status: ClassVar[bool] = False
+    body_frame: ClassVar[bool] = False  # sampled in the IMU frame (the session rotates it)
+    needs_datum: ClassVar[bool] = False  # ``measurement`` takes the session's map datum
 
     def __init__(self, config: Any = None) -> None:
         self.config = config
@@ -142,6 +144,11 @@ class AidingSource:
 
     def start(self, filter_: ErrorStateFilter) -> None:
         """Called by ``ErrorStateFilter.initialize`` once the state is set."""
+
+    def first_value(self, filter_: ErrorStateFilter, m: Measurement) -> tuple[float, ...] | None:
+        """The augmented states' value on the first measurement after ``initialize`` (None:
+        keep zero), e.g. a barometer offset from the first reading."""
+        return None
 
     def check(self, filter_: ErrorStateFilter, m: Measurement) -> str | None:
         """A rejection reason (one of ``reasons``) before the update, or None to go on."""

@@ -111,15 +111,16 @@ class GnssPosition(AidingSource):
     reasons: ClassVar[tuple[str, ...]] = ("resets",)  # divergence resets onto a fix
     drives_status: ClassVar[bool] = True
 
+    config: FilterConfig  # the bias model (its fields cannot change for the filter's life)
+
     def __init__(self, filter_config: FilterConfig) -> None:
         super().__init__(filter_config)
-        self.filter_config = filter_config  # the bias model (fixed for the filter's life)
         self.axes = np.eye(3)  # A: ENU -> ECEF of the bias axes, set by ``start``
         self.bias_covariance_ecef = np.zeros((3, 3))  # stationary, m^2
 
     @property
     def augmented(self) -> tuple[AugmentedState, ...]:
-        config = self.filter_config
+        config = self.config
         if not config.gnss_bias_states:
             return ()
         sigma = np.sqrt(config.gnss_bias_variance())
