@@ -67,6 +67,8 @@ def generate_launch_description() -> LaunchDescription:
         launch_arguments={
             "use_sim_time": LaunchConfiguration("use_sim_time"),
             "rviz": LaunchConfiguration("rviz"),
+            # The simulator's tuning (its datum, its sensors), not the live defaults.
+            "params_file": PathJoinSubstitution([share, "config", "estimator.yaml"]),
         }.items(),
     )
     return LaunchDescription([

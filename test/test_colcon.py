@@ -3,16 +3,25 @@
 One colcon build of the repository (default base path: the repository root, so that what
 colcon crawls is checked too) into a temporary build, install and log space, then:
 
-- exactly the product packages are found (not tools/tf2_msgs, not the venv's links);
+- exactly the product packages are found (not tools/tf2_msgs or tools/px4_msgs, not the
+  venv's links): the ament_python packages and the interface package
+  trident_ekf_interfaces (ament_cmake, rosidl);
 - the bringup's launch, parameter, vehicle, robot and rviz files land in
   `share/mav_bringup/`, every node executable the launch files start is where launch_ros
   looks (`lib/<package>/<executable>`), and `ament_index_python` plus the suite's own lookup
   resolve them from the sourced install;
 - `colcon test` runs, per package, exactly the tests `pytest` collects for it, none skipped,
-  none failed, and no package runs zero tests.
+  none failed, and no package runs zero tests. An interface package is no exception: its
+  suite (registered with ament_add_test) checks the generated types it installed, and
+  colcon runs it through ctest.
 
-The colcon commands run with the install sourced (`. install/setup.sh`), as a user
-does after a build: nodes look their vehicle files up in the installed mav_bringup.
+The build runs as in the activated venv, with the venv as the ament and CMake underlay (the
+PyPI wheels of ament_cmake, rosidl and the message packages), and passes the interface
+package the cmake arguments that tools/bootstrap passes its own builds: the wheels need the
+fix-up of tools/cmake/ros_wheels_fixup.cmake. On a ROS distro none of this is needed.
+The colcon commands after the build run with the install sourced (`. install/setup.sh`),
+without the venv on the ament path, as a user does after a build: nodes look their vehicle
+files up in the installed mav_bringup.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import re
 import shlex
 import subprocess
 import sys
+import sysconfig
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -29,8 +39,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = sorted(p.parent.name for p in (ROOT / "src").glob("*/package.xml"))
+# Built with cmake (rosidl) rather than setup.py.
+INTERFACE_PACKAGES = {p.parent.name for p in (ROOT / "src").glob("*/CMakeLists.txt")}
 BRINGUP = "mav_bringup"
 VENV_BIN = Path(sys.executable).parent
+VENV = Path(sys.prefix)
 # `colcon test` runs every package's suite once more: minutes, not the default 300 s.
 pytestmark = pytest.mark.timeout(1800)
 
@@ -45,12 +58,13 @@ def _clean_environment() -> dict[str, str]:
     return env
 
 
-def _run(command: str, workspace: Path, sourced: bool = True,
-         check: bool = True) -> subprocess.CompletedProcess[str]:
+def _run(command: str, workspace: Path, sourced: bool = True, check: bool = True,
+         extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`command` in bash from the repository root, after sourcing the install if asked."""
     prefix = f". {shlex.quote(str(workspace / 'install' / 'setup.sh'))} && " if sourced \
         else ""
-    result = subprocess.run(["bash", "-c", prefix + command], cwd=ROOT, env=_clean_environment(),
+    env = {**_clean_environment(), **(extra_env or {})}
+    result = subprocess.run(["bash", "-c", prefix + command], cwd=ROOT, env=env,
                             capture_output=True, text=True, check=False)
     if check and result.returncode != 0:
         raise AssertionError(f"{command} failed ({result.returncode}):\n"
@@ -63,13 +77,28 @@ def _spaces(workspace: Path) -> str:
     return f"--build-base {workspace / 'build'} --install-base {workspace / 'install'}"
 
 
+def _wheels_cmake_args() -> str:
+    """colcon's --cmake-args for building against the PyPI ROS wheels (see tools/bootstrap)."""
+    import numpy  # the venv's: the wheels' Python type support is built against it
+
+    args = [f"-DPython3_EXECUTABLE={sys.executable}",
+            f"-DCMAKE_PROJECT_INCLUDE={ROOT / 'tools' / 'cmake' / 'ros_wheels_fixup.cmake'}",
+            f"-DROS_WHEELS_PYTHON_INCLUDE_DIR={sysconfig.get_paths()['include']}",
+            f"-DROS_WHEELS_NUMPY_INCLUDE_DIR={numpy.get_include()}"]
+    return "--cmake-args " + " ".join(shlex.quote(arg) for arg in args)
+
+
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A colcon build of the repository in a temporary build/install/log space."""
     space = tmp_path_factory.mktemp("colcon")
+    # --test-result-base at build time: ament_cmake packages write their test results
+    # there (AMENT_TEST_RESULTS_DIR), next to the pytest results of `colcon test`.
     _run(f"colcon --log-base {space / 'log'} build {_spaces(space)} "
+         f"--test-result-base {space / 'results'} {_wheels_cmake_args()} "
          "--event-handlers console_direct-",
-         space, sourced=False)
+         space, sourced=False,
+         extra_env={"AMENT_PREFIX_PATH": str(VENV), "CMAKE_PREFIX_PATH": str(VENV)})
     return space
 
 
@@ -77,7 +106,8 @@ def test_colcon_finds_exactly_the_product_packages(workspace: Path) -> None:
     built = sorted(p.name for p in (workspace / "install").iterdir() if p.is_dir())
     assert built == PACKAGES
     assert set(PACKAGES) == {"mav_geometry", "mav_dynamics", "variational_sim", "trident_ekf",
-                             "mav_ros_common", BRINGUP}
+                             "mav_ros_common", BRINGUP, "trident_ekf_interfaces"}
+    assert sorted(INTERFACE_PACKAGES) == ["trident_ekf_interfaces"]
 
 
 def test_bringup_files_are_installed_and_resolved_by_the_ament_index(workspace: Path) -> None:
@@ -140,17 +170,23 @@ def test_colcon_test_runs_every_package_suite(workspace: Path) -> None:
          "--pytest-args ' --hypothesis-profile=ci' --event-handlers console_direct-", workspace)
     rows = []
     for package in PACKAGES:
-        report = workspace / "results" / package / "pytest.xml"
-        assert report.is_file(), f"colcon test wrote no result for {package}"
-        root = ElementTree.parse(report).getroot()
-        suite = root if root.tag == "testsuite" else root.find("testsuite")
-        assert suite is not None
-        counts = {key: int(suite.get(key, "0")) for key in ("tests", "failures", "errors",
-                                                             "skipped")}
+        # JUnit files: pytest.xml from colcon's pytest step (ament_python), one
+        # <test>.xunit.xml per ament_add_test (ament_cmake; ctest's own Test.xml is
+        # below, in Testing/).
+        name = "*.xunit.xml" if package in INTERFACE_PACKAGES else "pytest.xml"
+        reports = sorted((workspace / "results" / package).glob(name))
+        assert reports, f"colcon test wrote no result for {package}"
+        counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+        for report in reports:
+            root = ElementTree.parse(report).getroot()
+            suite = root if root.tag == "testsuite" else root.find("testsuite")
+            assert suite is not None
+            for key in counts:
+                counts[key] += int(suite.get(key, "0"))
         rows.append((package, counts["tests"], _collected(package), counts))
-    print("\npackage            colcon test   pytest --collect-only")
+    print("\npackage                colcon test   pytest --collect-only")
     for package, ran, collected, _ in rows:
-        print(f"{package:<18} {ran:>11}   {collected:>21}")
+        print(f"{package:<22} {ran:>11}   {collected:>21}")
     for package, ran, collected, counts in rows:
         assert ran > 0, f"colcon test ran no test of {package}"
         assert ran == collected, f"{package}: colcon ran {ran}, pytest collects {collected}"

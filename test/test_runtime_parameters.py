@@ -408,7 +408,11 @@ def aiding_values() -> dict[str, Any]:
 ESTIMATOR_READ_ONLY = {
     "filter": "baseline", "gnss_bias_sigma_horizontal": 0.2, "gnss_bias_sigma_vertical": 0.3,
     "gnss_bias_correlation_time": 30.0, "level_duration_s": 2.0, "initial_yaw_deg": 10.0,
-    "initial_yaw_sigma_deg": 20.0, "course_speed_mps": 2.0, "course_timeout_s": 5.0,
+    "initial_yaw_sigma_deg": 20.0, "still_gyro_rad_s": 0.02, "still_accel_m_s2": 0.5,
+    "static_speed_mps": 0.2, "magnetic_yaw_sigma_deg": 20.0, "motion_tilt_sigma_deg": 4.0,
+    "subscribe_initial_pose": True, "inputs": "mavros", "mavros_namespace": "/uav1/mavros",
+    "px4_namespace": "/uav1/fmu", "gnss_velocity_type": "TwistStamped",
+    "gnss_velocity_sigma_mps": 0.2,
     "initial_tilt_sigma_deg": 2.0, "initial_position_sigma_m": 2.0,
     "initial_velocity_sigma_mps": 0.3, "initial_gyro_bias_sigma": 0.01,
     "initial_accel_bias_sigma": 0.2, "imu_rotation_xyzw": [0.0, 0.0, 1.0, 0.0],
@@ -418,15 +422,16 @@ ESTIMATOR_READ_ONLY = {
 ESTIMATOR_FILTER = {
     "gyro_noise": 0.002, "accel_noise": 0.03, "gyro_bias_walk": 1e-4, "accel_bias_walk": 1e-3,
     "lever_arm": [0.1, 0.0, 0.05], "covariance_decimation": 2, "gate_probability": 0.999,
-    "max_imu_interval": 0.2, "outage_timeout": 3.0, "divergence_position_sigma": 500.0,
+    "max_imu_interval": 0.2, "outage_timeout": 3.0, "outage_gnss_periods": 4.0,
+    "outage_timeout_floor": 2.0, "divergence_position_sigma": 500.0,
     "max_consecutive_rejections": 10, "reset_on_divergence": False, "history_length": 0.5,
     "gnss_covariance_includes_bias": False,
     "gnss_white_sigma_floor": 0.02,
 }
 ESTIMATOR_NODE = {
     "output_rate_hz": 50.0,
-    "diagnostics_rate_hz": 20.0, "map_frame": "odom", "base_frame": "base_footprint",
-    "publish_tf": False,
+    "diagnostics_rate_hz": 20.0, "map_frame": "world", "odom_frame": "odom_test",
+    "world_frame": "odom_test", "base_frame": "base_footprint", "publish_tf": False,
 }
 
 
@@ -442,7 +447,8 @@ def estimator_state(node: Any) -> dict[str, Any]:
         **{name: getattr(config, name) for name in ESTIMATOR_FILTER},
         "output_rate_hz": 1e9 / node._schedule.period_ns,
         "diagnostics_rate_hz": 1e9 / node._diagnostics_timer.timer_period_ns,
-        "map_frame": node._frames[0], "base_frame": node._frames[1],
+        "map_frame": node.parameters["map_frame"], "odom_frame": node.parameters["odom_frame"],
+        "world_frame": node._frames[0], "base_frame": node._frames[1],
         "publish_tf": node._tf is not None,
     }
 

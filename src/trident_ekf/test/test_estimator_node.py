@@ -5,21 +5,18 @@ come out. Also its parameters: the parameter file, and bad values rejected clear
 from __future__ import annotations
 
 import math
-import random
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-import rclpy
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import TwistWithCovarianceStamped
 from nav_msgs.msg import Odometry
-from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -30,6 +27,7 @@ from tf2_msgs.msg import TFMessage
 from mav_geometry import quaternion
 from mav_ros_common.parameters import ParameterError
 from mav_ros_common.stamps import from_ns as time_message
+from mav_ros_common.testing import wait_for as _wait_for
 from trident_ekf.core.earth import ecef_to_geodetic
 from trident_ekf.core.simulation import SensorModel, Trajectory, simulate
 from trident_ekf.ros.estimator_node import EstimatorNode, main
@@ -52,28 +50,8 @@ TRAJECTORY = Trajectory(*DATUM, hover_time=3.0, amplitude_m=(6.0, 4.0, 1.0),
 WAIT = 10.0  # s: bound of every wait
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(2e-5)
-
-
-@pytest.fixture(scope="module")
-def context() -> Iterator[Context]:
-    """A private rclpy context on a random, localhost-only DDS domain."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 232)))
-        patch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-        patch.delenv("ROS_STATIC_PEERS", raising=False)
-        patch.delenv("ROS_LOCALHOST_ONLY", raising=False)
-        context = Context()
-        rclpy.init(context=context)
-        try:
-            yield context
-        finally:
-            rclpy.try_shutdown(context=context)
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = WAIT) -> None:
+    _wait_for(condition, what, timeout, poll=2e-5)  # messages one by one: poll fast
 
 
 @dataclass

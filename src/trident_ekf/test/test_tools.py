@@ -85,7 +85,8 @@ def test_replay_tracks_the_autopilot_and_writes_bag_and_report(imported, tmp_pat
         assert (report / name).stat().st_size > 0
     counts = bagio.topic_counts(output)
     assert counts["/trident_ekf/odometry"] > 500
-    assert counts[DIAGNOSTICS] == summary["nis_epochs"]
+    # /diagnostics at 1 Hz of stamp time, in every phase (the node's default rate).
+    assert abs(counts[DIAGNOSTICS] - summary["log_duration_s"]) <= 2.5
     assert [topic for topic in counts if "diagnostics" in topic] == [DIAGNOSTICS]
     odometry = next(m for _, _, m in bagio.read_messages(output, ["/trident_ekf/odometry"]))
     covariance = np.asarray(odometry.pose.covariance).reshape(6, 6)

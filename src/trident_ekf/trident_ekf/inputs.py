@@ -1,4 +1,5 @@
-"""Which ROS message feeds which aiding source, shared by the live node and trident-replay.
+"""Which standard ROS message feeds which aiding source, shared by the live node and
+trident-replay.
 
 Each ``MessageInput`` names a source of ``core.measurements``, the message type, the
 default topic (relative: the node resolves it in its namespace, replay looks for
@@ -6,6 +7,11 @@ default topic (relative: the node resolves it in its namespace, replay looks for
 ``EstimationSession.aid``. The field access works on rclpy messages and on rosbags'
 deserialized ones alike, so nothing here imports ROS. A source without an input (the
 zero-velocity update) is driven by the session itself.
+
+The input profiles of ``trident_ekf.adapters`` subscribe these: on these topics (``ros``),
+or on the autopilot's topics for the same message types (``mavros``: its magnetometer and
+static pressure); ``px4`` has its own converters for the PX4 messages and keeps the
+standard input of every source it does not feed (external pose).
 """
 
 from __future__ import annotations

@@ -22,7 +22,14 @@ class FilterConfig:
         disables it).
     max_imu_interval: longest accepted IMU interval, s; longer gaps are counted and not
         integrated (the clock jumps).
-    outage_timeout: time without an accepted GNSS update before the status reads OUTAGE, s.
+    outage_timeout: time without an accepted GNSS position update before the status reads
+        OUTAGE, s; NaN (default) = automatic: ``outage_gnss_periods`` nominal GNSS
+        periods (the median of the recent fix intervals, measured by the filter), at
+        least ``outage_timeout_floor``. A gap shorter than it leaves the status as it is.
+    outage_gnss_periods: nominal GNSS periods without an accepted fix that make an
+        outage in the automatic mode (>= 1).
+    outage_timeout_floor: smallest automatic outage timeout, s (fast receivers: the
+        fix latency and its jitter are not worth an outage).
     divergence_position_sigma: position sigma above which the status reads DIVERGED, m.
     max_consecutive_rejections: gated GNSS rejections in a row that declare divergence.
     history_length: how far back a delayed GNSS fix is still applied at its own stamp, s
@@ -52,7 +59,9 @@ class FilterConfig:
     covariance_decimation: int = 4
     gate_probability: float = 0.9999
     max_imu_interval: float = 0.1
-    outage_timeout: float = 2.0
+    outage_timeout: float = math.nan
+    outage_gnss_periods: float = 3.0
+    outage_timeout_floor: float = 1.0
     divergence_position_sigma: float = 1000.0
     max_consecutive_rejections: int = 25
     reset_on_divergence: bool = True
@@ -70,7 +79,7 @@ class FilterConfig:
             "gyro_bias_walk": self.gyro_bias_walk,
             "accel_bias_walk": self.accel_bias_walk,
             "max_imu_interval": self.max_imu_interval,
-            "outage_timeout": self.outage_timeout,
+            "outage_timeout_floor": self.outage_timeout_floor,
             "divergence_position_sigma": self.divergence_position_sigma,
             "gnss_bias_correlation_time": self.gnss_bias_correlation_time,
             "gnss_white_sigma_floor": self.gnss_white_sigma_floor,
@@ -78,6 +87,13 @@ class FilterConfig:
         for name, value in positive.items():
             if not (math.isfinite(value) and value > 0.0):
                 raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+        if not (math.isnan(self.outage_timeout)
+                or (math.isfinite(self.outage_timeout) and self.outage_timeout > 0.0)):
+            raise ValueError("outage_timeout must be NaN (automatic) or finite and > 0 s, "
+                             f"got {self.outage_timeout!r}")
+        if not (math.isfinite(self.outage_gnss_periods) and self.outage_gnss_periods >= 1.0):
+            raise ValueError("outage_gnss_periods must be finite and >= 1, "
+                             f"got {self.outage_gnss_periods!r}")
         if not (math.isfinite(self.history_length) and self.history_length >= 0.0):
             raise ValueError(
                 f"history_length must be finite and >= 0 s, got {self.history_length!r}")

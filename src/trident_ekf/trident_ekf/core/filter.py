@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import statistics
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,11 +52,21 @@ GNSS_BIAS = slice(STATE_DIM, STATE_DIM + 3)  # only with FilterConfig.gnss_bias_
 MAX_PENDING = 64  # measurements (all sources) waiting for the IMU to reach their stamps
 IMU_REASONS = ("accepted", "nonfinite", "out_of_order", "duplicate", "gap")
 RESET_VELOCITY_AGE = 0.1  # s: a GNSS velocity this close to a reset fix resets velocity too
+# Automatic outage timeout (FilterConfig.outage_timeout NaN): the nominal GNSS period is the
+# median of the latest GNSS_PERIOD_WINDOW fix intervals, once GNSS_PERIOD_MIN_INTERVALS are
+# measured; before that the largest interval seen, at least ASSUMED_GNSS_PERIOD (the
+# slowest common receiver rate, 1 Hz), so a slow receiver does not read OUTAGE at start.
+GNSS_PERIOD_WINDOW = 15
+GNSS_PERIOD_MIN_INTERVALS = 3
+ASSUMED_GNSS_PERIOD = 1.0  # s
 
 
 class FilterStatus(Enum):
     """UNINITIALIZED until ``initialize``; OUTAGE when no GNSS position update was accepted
-    within ``outage_timeout``; DIVERGED when the covariance is non-finite or too large, or
+    within the outage timeout (``ErrorStateFilter.outage_threshold``: ``outage_timeout``, or
+    automatically a few nominal GNSS periods measured from the fix stamps), NOMINAL again at
+    the next accepted one: a gap shorter than the timeout (a late, skipped or gated fix)
+    leaves the status as it is; DIVERGED when the covariance is non-finite or too large, or
     GNSS position was rejected ``max_consecutive_rejections`` times in a row. With
     ``reset_on_divergence`` the filter then resets position and velocity to the fix and
     reads DIVERGED until its next accepted GNSS update; without it DIVERGED is sticky until
@@ -125,6 +136,12 @@ class ErrorStateFilter:
         self._diverged = False
         self._consecutive_rejections = 0
         self._last_accepted_gnss = math.nan
+        # Nominal GNSS period (automatic outage timeout): intervals between the stamps of the
+        # GNSS positions that reach an update, in stamp order. Not part of the snapshots: a
+        # rewind re-applies fixes whose stamps are already counted.
+        self._fix_intervals: deque[float] = deque(maxlen=GNSS_PERIOD_WINDOW)
+        self._last_fix_stamp = math.nan
+        self._gnss_period = math.nan
         self._last_gnss_velocity: Measurement | None = None
         self._pending: list[Measurement] = []
         self._updates: list[UpdateResult] = []
@@ -269,14 +286,13 @@ class ErrorStateFilter:
         self.covariance = 0.5 * (cov + cov.T)
         self.time = float(time)
         self._last_accepted_gnss = float(time)
+        self._last_fix_stamp = math.nan  # the measured period stays: it is the receiver's
         self._last_gnss_velocity = None
         self._initialized = True
         self._diverged = False
         self._consecutive_rejections = 0
         self._pending.clear()
-        self._imu_history.clear()
-        self._snapshots.clear()
-        self._applied.clear()
+        self._forget_history()
         self._reset_accumulator()
         for source in self.sources.values():
             source.start(self)
@@ -291,9 +307,29 @@ class ErrorStateFilter:
             return FilterStatus.UNINITIALIZED
         if self._diverged:
             return FilterStatus.DIVERGED
-        if self.time - self._last_accepted_gnss > self.config.outage_timeout:
+        if self.time - self._last_accepted_gnss > self.outage_threshold:
             return FilterStatus.OUTAGE
         return FilterStatus.NOMINAL
+
+    @property
+    def gnss_period(self) -> float:
+        """Nominal GNSS period measured from the fix stamps, s: the median of the latest
+        ``GNSS_PERIOD_WINDOW`` intervals; NaN before ``GNSS_PERIOD_MIN_INTERVALS``."""
+        return self._gnss_period
+
+    @property
+    def outage_threshold(self) -> float:
+        """Time without an accepted GNSS position update after which the status reads
+        OUTAGE, s: ``outage_timeout``, or when it is NaN ``outage_gnss_periods`` nominal
+        periods (``gnss_period``; until measured the largest interval seen, at least
+        ``ASSUMED_GNSS_PERIOD``), at least ``outage_timeout_floor``."""
+        config = self.config
+        if not math.isnan(config.outage_timeout):
+            return config.outage_timeout
+        period = self._gnss_period
+        if math.isnan(period):
+            period = max([ASSUMED_GNSS_PERIOD, *self._fix_intervals])
+        return max(config.outage_timeout_floor, config.outage_gnss_periods * period)
 
     def process_imu(self, time: float, gyro: FloatVector, accel: FloatVector) -> bool:
         """Integrate one IMU sample: body rate (rad/s) and specific force (m/s^2) at ``time``.
@@ -418,6 +454,46 @@ class ErrorStateFilter:
             self.augmented[name] = tuple(c * decay for c in self.augmented[name])
         self._reset_accumulator()
         self._check_covariance()
+
+    def reset(self) -> None:
+        """Forget the state: the filter is uninitialized until the next ``initialize``
+        (counters and aid statuses stay: they describe the whole run)."""
+        self._initialized = False
+        self._diverged = False
+        self._pending.clear()
+        self._forget_history()
+
+    def reset_yaw(self, angle: float, sigma: float) -> None:
+        """Turn the attitude by ``angle`` (rad) about the local vertical, keeping the world
+        velocity and position, and make the yaw error ``sigma`` (rad), uncorrelated with
+        everything else (a yaw reset from another yaw source). The history of delayed
+        measurements restarts: a rewind must not undo the reset."""
+        if not (math.isfinite(angle) and math.isfinite(sigma) and sigma > 0.0):
+            raise ValueError(f"yaw reset needs a finite angle and sigma > 0, got "
+                             f"{angle!r}, {sigma!r}")
+        self.flush()
+        q, v, p = self.nominal()
+        up = np.asarray(p, dtype=float) / float(np.linalg.norm(p))  # radial: 0.2 deg off
+        J = self.conventional_jacobian()
+        P = J @ self.covariance @ J.T
+        turned = quaternion.multiply(quaternion.from_rotation_vector(angle * up), q)
+        self._set_nominal(turned, v, p)
+        # The yaw axis in body coordinates (the attitude error is phi^b): project it out of
+        # the attitude error, then give it the new variance alone.
+        u = quaternion.to_matrix(turned).T @ up
+        keep = np.eye(P.shape[0])
+        keep[ATT, ATT] -= np.outer(u, u)
+        P = keep @ P @ keep.T
+        P[ATT, ATT] += sigma * sigma * np.outer(u, u)
+        J = self.conventional_jacobian()
+        self.covariance = J.T @ P @ J
+        self._forget_history()
+
+    def _forget_history(self) -> None:
+        self._imu_history.clear()
+        self._snapshots.clear()
+        self._applied.clear()
+        self._sample_index = 0
 
     def conventional_covariance(self) -> FloatArray:
         """Covariance of [phi^b, v_hat - v (ECEF), p_hat - p (ECEF), db_g, db_a], then with
@@ -586,6 +662,7 @@ class ErrorStateFilter:
     def _gnss_outcome(self, m: Measurement, nis: float, accepted: bool) -> None:
         """Only the GNSS position drives the reported NIS and the outage/divergence status."""
         self.last_nis = nis
+        self._measure_gnss_period(m.time)
         if accepted:
             if self.config.reset_on_divergence:
                 self._diverged = False
@@ -597,6 +674,19 @@ class ErrorStateFilter:
             self._diverged = True
             if self.config.reset_on_divergence:
                 self._reset_to_gnss(m)
+
+    def _measure_gnss_period(self, t: float) -> None:
+        """Count the interval from the previous GNSS position stamp (accepted or not: the
+        receiver's rate); stamps not after it (re-applied after a rewind) are skipped."""
+        last = self._last_fix_stamp
+        if t <= last:
+            return
+        self._last_fix_stamp = t
+        if math.isnan(last):
+            return
+        self._fix_intervals.append(t - last)
+        if len(self._fix_intervals) >= GNSS_PERIOD_MIN_INTERVALS:
+            self._gnss_period = statistics.median(self._fix_intervals)
 
     def _snapshot(self) -> dict[str, Any]:
         names = self._SNAPSHOT_FIELDS + self._NOMINAL_FIELDS

@@ -12,6 +12,7 @@ in ENU at the datum; the filter itself works in ECEF.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -33,13 +34,29 @@ from trident_ekf.core.filter import (
     FilterStatus,
     UpdateResult,
 )
-from trident_ekf.core.initialization import Initializer
+from trident_ekf.core.initialization import (
+    Initializer,
+    MotionAttitude,
+    enu_to_ecef,
+    wrap,
+    yaw_of,
+)
 from trident_ekf.core.measurements.base import Measurement
 from trident_ekf.core.measurements.gnss import GnssConfig, GnssPosition, GnssVelocity
+from trident_ekf.core.measurements.magnetometer import Magnetometer
 from trident_ekf.core.measurements.zero_velocity import StillnessDetector, ZeroVelocity
+from trident_ekf.core.yaw_estimator import YawEstimator, YawEstimatorConfig
 
 GNSS_PAIRING = 0.05  # s: a fix and a velocity closer than this form one measurement
 YAW_OBSERVABLE_SIGMA = math.radians(5.0)  # yaw sigma below which yaw counts as observed
+AHRS_SETTLE = 5.0  # s of IMU before the yaw estimator's tilt may start the filter in motion
+# The filter's yaw is reset to the yaw estimator's after this many GNSS velocity updates in a
+# row fail the gate, when the two yaws differ by more than YAW_RESET_ANGLE and 3 sigma and
+# no magnetometer heading has passed its gate within MAGNETOMETER_TRUSTED s.
+YAW_RESET_REJECTIONS = 10
+MAGNETOMETER_TRUSTED = 1.0
+YAW_RESET_ANGLE = math.radians(15.0)
+PHASES = ("waiting_for_data", "aligning", "running")
 # Diagnostics level (diagnostic_msgs/DiagnosticStatus: 0 OK, 1 WARN, 2 ERROR) per status.
 STATUS_LEVEL = {FilterStatus.NOMINAL: 0, FilterStatus.UNINITIALIZED: 1, FilterStatus.OUTAGE: 1,
                 FilterStatus.DIVERGED: 2}
@@ -56,6 +73,8 @@ INPUTS = ("imu", "fix", "velocity")
 GNSS_SOURCES = (GnssPosition.name, GnssVelocity.name)
 _POSE_INDEX = np.ix_([6, 7, 8, 0, 1, 2], [6, 7, 8, 0, 1, 2])  # position, attitude
 _DIAGONAL_3 = np.arange(3)
+_ATT_POS = np.ix_([0, 1, 2, 6, 7, 8], [0, 1, 2, 6, 7, 8])  # attitude, position
+_VELOCITY_AND_BIASES = np.ix_([3, 4, 5, *range(9, 15)], [3, 4, 5, *range(9, 15)])
 
 
 class Datum:
@@ -121,17 +140,35 @@ class EstimationSession:
     body-frame aiding inputs such as the magnetometer are rotated). gnss_receiver: how
     reported GNSS accuracies become noise. Optional aiding sources are the filter's
     (``filter_.sources``); with a ``zero_velocity`` source the session runs its stillness
-    detector on the IMU.
+    detector on the IMU. yaw_estimator: the Gaussian-sum yaw estimator's settings; it runs on
+    every IMU sample and GNSS velocity, gives the yaw of an in-motion start and resets the
+    filter's yaw when the GNSS velocity innovations show it is wrong (``yaw_resets``).
+
+    Phases (``phase``): waiting_for_data (no IMU sample or no fix yet), aligning (the
+    initializer collects data), running (the filter runs). ``reset`` goes back to the start,
+    ``set_pose`` starts (or restarts) the filter at a given pose, ``set_datum`` moves the map
+    origin. ``events`` lists what a user should hear about (resets), for the node to log.
     """
 
     def __init__(self, filter_: ErrorStateFilter, initializer: Initializer,
                  datum: tuple[float, float, float] | None = None,
                  imu_rotation: ArrayLike | None = None,
-                 gnss_receiver: GnssConfig | None = None) -> None:
+                 gnss_receiver: GnssConfig | None = None,
+                 yaw_estimator: YawEstimatorConfig | None = None) -> None:
         self.filter = filter_
+        self._initializer_settings = copy.deepcopy(initializer)  # for ``reset``
         self.initializer = initializer
         self.gnss_receiver = gnss_receiver or GnssConfig()
+        # The yaw estimator gets the velocity when the session pairs it: receiver-latency old.
+        self.yaw_estimator = YawEstimator(yaw_estimator or YawEstimatorConfig(
+            velocity_delay_s=self.gnss_receiver.delay_s))
         self.datum = Datum(*datum) if datum is not None else None
+        self.alignment = ""  # how the running filter started: static, in_motion, external
+        self.yaw_source = ""  # where its initial yaw came from
+        self._yaw_unknown = False  # started without a yaw: the yaw estimator sets it
+        self._velocity_rejections = 0  # GNSS velocity updates failing the gate in a row
+        self.resets = {"reset": 0, "set_pose": 0, "set_datum": 0, "yaw": 0}
+        self.events: list[str] = []
         self._local_rotation = self.datum.enu_to_ecef if self.datum is not None else None
         self._rotation = None if imu_rotation is None else np.asarray(imu_rotation, dtype=float)
         optional = [name for name in filter_.sources if name not in GNSS_SOURCES]
@@ -160,8 +197,103 @@ class EstimationSession:
 
     @property
     def started(self) -> bool:
-        """True once the initializer has started the filter."""
+        """True once the initializer (or ``set_pose``) has started the filter."""
         return self.filter.initialized
+
+    @property
+    def phase(self) -> str:
+        """waiting_for_data, aligning or running (see the class docstring)."""
+        if self.filter.initialized:
+            return "running"
+        if self._last_imu == -math.inf or self._local_rotation is None:
+            return "waiting_for_data"
+        return "aligning"
+
+    # ----- commands -----------------------------------------------------------------------
+    def reset(self) -> None:
+        """Drop the state: back to waiting for data (the datum stays)."""
+        self.filter.reset()
+        self.initializer = copy.deepcopy(self._initializer_settings)
+        self.yaw_estimator.reset()
+        self._fix = self._velocity = None
+        self._yaw_unknown = False
+        self._velocity_rejections = 0
+        self._last_imu = -math.inf
+        self._first_imu = math.nan
+        self.alignment = self.yaw_source = ""
+        self.resets["reset"] += 1
+        self.events.append("reset: waiting for data")
+
+    def set_pose(self, stamp_ns: int, position_enu: ArrayLike, attitude_xyzw: ArrayLike,
+                 covariance: ArrayLike, velocity_enu: ArrayLike | None = None) -> None:
+        """Start (or restart) the filter at a pose in the ENU map frame: position (m),
+        attitude q body->ENU, covariance 6x6 of (x, y, z, rot x, rot y, rot z) with the
+        rotation error about the ENU axes (rad^2), velocity ENU (m/s; default: the running
+        estimate, else zero). The bias estimates of a running filter stay. ValueError (with
+        a message for the caller) when refused."""
+        datum = self.datum
+        if datum is None:
+            raise ValueError("no map datum yet: set one (set_datum or the datum parameters) "
+                             "or wait for the first GNSS fix")
+        p_enu = np.asarray(position_enu, dtype=float).reshape(-1)
+        q_enu = np.asarray(attitude_xyzw, dtype=float).reshape(-1)
+        cov = np.asarray(covariance, dtype=float)
+        if p_enu.shape != (3,) or q_enu.shape != (4,) or cov.size != 36:
+            raise ValueError("set_pose needs a 3-vector position, an [x, y, z, w] quaternion "
+                             "and a 6x6 covariance")
+        cov = cov.reshape(6, 6)
+        if not (np.all(np.isfinite(p_enu)) and np.all(np.isfinite(q_enu))
+                and np.all(np.isfinite(cov)) and np.linalg.norm(q_enu) > 0.5):
+            raise ValueError("set_pose values must be finite and the quaternion non-zero")
+        if np.any(np.linalg.eigvalsh(0.5 * (cov + cov.T)) <= 0.0):
+            raise ValueError("set_pose covariance must be symmetric positive definite")
+        filter_ = self.filter
+        R = datum.enu_to_ecef
+        running = filter_.initialized
+        if velocity_enu is not None:
+            v = R @ np.asarray(velocity_enu, dtype=float).reshape(3)
+        else:
+            v = filter_.nominal()[1] if running else np.zeros(3)
+        kept = _VELOCITY_AND_BIASES
+        previous = filter_.conventional_covariance()[kept] if running else None
+        t = stamp_ns * 1e-9
+        if running:
+            t = max(t, filter_.time)  # a pose for the past applies now: no rewind over it
+        position = datum.origin + R @ p_enu
+        q_enu = q_enu / np.linalg.norm(q_enu)
+        filter_.initialize(t, enu_to_ecef(q_enu, position), v, position,
+                           self.initializer.sigmas, filter_.gyro_bias, filter_.accel_bias)
+        P = filter_.conventional_covariance()
+        if previous is not None:
+            P[kept] = previous
+        # Rotation error about ENU axes -> phi^b; p_hat - p is minus (truth - estimate).
+        T = np.zeros((6, 6))
+        T[:3, 3:] = np.asarray(to_matrix(tuple(q_enu))).T
+        T[3:, :3] = -R
+        pose = T @ cov @ T.T
+        P[_ATT_POS] = pose
+        J = filter_.conventional_jacobian()
+        filter_.covariance = J.T @ P @ J
+        self.initializer.result = None
+        self.alignment, self.yaw_source = "external", "external"
+        self._yaw_unknown = False
+        self.resets["set_pose"] += 1
+        self.events.append("set_pose: filter (re)started at the given pose")
+
+    def set_datum(self, latitude_deg: float, longitude_deg: float, height_m: float) -> None:
+        """Move the ENU map origin (WGS-84 degrees, ellipsoidal m); ValueError when out of
+        range. The estimate itself (ECEF) does not change, only its map coordinates."""
+        values = (latitude_deg, longitude_deg, height_m)
+        if not all(math.isfinite(c) for c in values):
+            raise ValueError(f"datum must be finite, got {values}")
+        if not (abs(latitude_deg) <= 90.0 and -180.0 <= longitude_deg <= 360.0
+                and -1e4 <= height_m <= 1e5):
+            raise ValueError("datum out of range: latitude [-90, 90] deg, longitude "
+                             f"[-180, 360] deg, height [-10000, 100000] m; got {values}")
+        self.datum = Datum(latitude_deg, longitude_deg, height_m)
+        self.resets["set_datum"] += 1
+        self.events.append(f"set_datum: map origin at ({latitude_deg:.7f}, "
+                           f"{longitude_deg:.7f}, {height_m:.2f})")
 
     # ----- inputs -------------------------------------------------------------------------
     def imu(self, stamp_ns: int, gyro: FloatVector, accel: FloatVector) -> bool:
@@ -185,6 +317,8 @@ class EstimationSession:
             return False
         if self._last_imu == -math.inf:
             self._first_imu = t
+        else:
+            self.yaw_estimator.imu(t - self._last_imu, gyro, accel)
         self._imu_interval = t - self._last_imu
         self._last_imu = t
         return self.filter.initialized
@@ -253,6 +387,8 @@ class EstimationSession:
         is not used (a KeyError names an unknown source)."""
         aiding = self.filter.sources[source]
         self.received[source] += 1
+        if not self.filter.initialized and isinstance(aiding, Magnetometer):
+            return self._align_with_magnetometer(stamp_ns, fields)
         if not self.filter.initialized or (aiding.needs_datum and self.datum is None):
             self.rejected[f"{source}_before_start"] += 1
             return False
@@ -276,6 +412,18 @@ class EstimationSession:
             if update.source == GnssPosition.name:
                 self.last_update = update
         return updates
+
+    def _align_with_magnetometer(self, stamp_ns: int, fields: dict[str, Any]) -> bool:
+        """A magnetometer sample before the start goes to the initializer (initial yaw)."""
+        source = self.filter.sources[Magnetometer.name]
+        try:
+            m: Measurement = source.measurement(stamp_ns * 1e-9, **fields)  # type: ignore[attr-defined]
+        except (ValueError, TypeError):
+            self.rejected[f"{source.name}_malformed"] += 1
+            return False
+        field = m.value if self._rotation is None else self._rotation @ m.value
+        self.initializer.add_magnetometer(m.time, field)
+        return True
 
     # ----- input checks and GNSS pairing ---------------------------------------------------
     def _initializer_accepts(self, t: float, gyro: FloatVector, accel: FloatVector) -> bool:
@@ -323,15 +471,91 @@ class EstimationSession:
 
     def _submit(self, fix: _PendingGnss, velocity: _PendingGnss | None) -> None:
         v, v_cov = (velocity.value, velocity.covariance) if velocity else (None, None)
+        if v is not None and v_cov is not None and self._local_rotation is not None:
+            to_enu = self._local_rotation.T
+            horizontal = (to_enu @ v_cov @ to_enu.T)[:2, :2]
+            self.yaw_estimator.velocity(to_enu @ v, math.sqrt(float(np.trace(horizontal)) / 2))
         if self.filter.initialized:
             self.filter.process_gnss(fix.time, fix.value, fix.covariance, v, v_cov)
-            self._updates += self.filter.drain_updates()
+            updates = self.filter.drain_updates()
+            self._updates += updates
+            self._check_yaw(updates)
             return
-        if self.initializer.add_gnss(fix.time, fix.value, v):
+        if self.initializer.add_gnss(fix.time, fix.value, v, self._motion_attitude(),
+                                     self._earth_field(fix.value, fix.time)):
             start = self.initializer.result
             assert start is not None  # add_gnss returned True: the initial state is set
-            self.filter.initialize(start.time, start.attitude, start.velocity, start.position,
-                                   start.sigmas, start.gyro_bias)
+            # The fix is older than the IMU (receiver latency): carry it to the latest IMU
+            # stamp, where the attitude is, so that no IMU interval is skipped.
+            lag = max(0.0, self._last_imu - start.time)
+            self.filter.initialize(start.time + lag, start.attitude, start.velocity,
+                                   start.position + lag * start.velocity, start.sigmas,
+                                   start.gyro_bias)
+            self.alignment, self.yaw_source = start.alignment, start.yaw_source
+            self._yaw_unknown = start.yaw_source == "unknown"
+            self._velocity_rejections = 0
+            self.events.append(f"started: {start.alignment} alignment, yaw from "
+                               f"{start.yaw_source}")
+
+    def _motion_attitude(self) -> MotionAttitude | None:
+        """The yaw estimator's attitude once its AHRS has settled (yaw sigma infinite until
+        its yaw has converged)."""
+        if self.duration < AHRS_SETTLE:
+            return None
+        estimator = self.yaw_estimator
+        sigma = estimator.yaw_sigma if estimator.converged else math.inf
+        return MotionAttitude(estimator.attitude(), sigma)
+
+    def _earth_field(self, position: FloatArray, time: float) -> FloatArray | None:
+        """The Earth field (ECEF, T) for a magnetometer heading, with a magnetometer."""
+        source = self.filter.sources.get(Magnetometer.name)
+        if not isinstance(source, Magnetometer):
+            return None
+        return source.earth_field(position, time)[0]
+
+    def _yaw_sigma(self) -> float:
+        """The filter's yaw sigma (rad): its attitude error about the local vertical."""
+        q, _, p = self.filter.nominal()
+        up = quaternion.to_matrix(q).T @ (p / np.linalg.norm(p))
+        P = self.filter.conventional_covariance()[ATT, ATT]
+        return math.sqrt(float(up @ P @ up))
+
+    def _magnetometer_trusted(self) -> bool:
+        """True while magnetometer updates pass their gate (then yaw is observed)."""
+        status = self.filter.aid_status.get(Magnetometer.name)
+        return (status is not None and self.filter.time - status.last_time <= MAGNETOMETER_TRUSTED
+                and status.last_test_ratio <= 1.0)
+
+    def _check_yaw(self, updates: list[UpdateResult]) -> None:
+        """Reset the filter's yaw to the converged yaw estimator's when the filter started
+        without a yaw, or when its GNSS velocity innovations keep failing the gate while
+        the two yaws disagree."""
+        for update in updates:
+            if update.source == GnssVelocity.name:
+                self._velocity_rejections = 0 if update.accepted else (
+                    self._velocity_rejections + 1)
+        estimator = self.yaw_estimator
+        if not estimator.converged:
+            return
+        q = self.filter.nominal()[0]
+        datum = self.datum
+        assert datum is not None  # running: the first fix has set it
+        difference = wrap(estimator.yaw - yaw_of(datum.attitude_enu(q)))
+        disagree = abs(difference) > max(YAW_RESET_ANGLE, 3.0 * estimator.yaw_sigma)
+        failing = (self._velocity_rejections >= YAW_RESET_REJECTIONS and disagree
+                   and not self._magnetometer_trusted())
+        if self._yaw_unknown and not disagree and self._yaw_sigma() < estimator.yaw_sigma:
+            self._yaw_unknown = False  # the filter has found the yaw itself, and agrees
+        if not (self._yaw_unknown or failing):
+            return
+        self.filter.reset_yaw(difference, estimator.yaw_sigma)
+        self._yaw_unknown = False
+        self._velocity_rejections = 0
+        self.resets["yaw"] += 1
+        self.events.append(f"t={self.filter.time:.2f} s: yaw reset by "
+                           f"{math.degrees(difference):+.1f} deg to the yaw "
+                           f"estimator's {math.degrees(estimator.yaw):.1f} +- "
+                           f"{math.degrees(estimator.yaw_sigma):.1f} deg")
 
     # ----- outputs ------------------------------------------------------------------------
     def estimate(self) -> dict[str, FloatArray]:
@@ -399,7 +623,13 @@ class EstimationSession:
         sigma (yaw observability), every counter and the messages received per input."""
         status = self.filter.status
         update = update or self.last_update
-        values = {"status": status.value}
+        estimator = self.yaw_estimator
+        values = {"status": status.value, "phase": self.phase, "alignment": self.alignment,
+                  "yaw_source": self.yaw_source,
+                  "yaw_estimator_yaw_deg": f"{math.degrees(estimator.yaw):.2f}",
+                  "yaw_estimator_sigma_deg": f"{math.degrees(estimator.yaw_sigma):.2f}",
+                  "yaw_estimator_converged": str(estimator.converged).lower()}
+        values.update({f"resets_{kind}": str(count) for kind, count in self.resets.items()})
         if update is not None:
             values.update(nis=f"{update.nis:.3f}", dof=str(update.dof),
                           accepted=str(update.accepted).lower())
@@ -419,7 +649,7 @@ class EstimationSession:
             values[f"{name}_last_test_ratio"] = f"{aid.last_test_ratio:.3f}"
         values.update({name: str(count) for name, count in self.counts().items()})
         values.update({f"{name}_messages": str(count) for name, count in self.received.items()})
-        summary = status.value if self.filter.initialized else "initializing"
+        summary = status.value if self.filter.initialized else self.phase.replace("_", " ")
         return STATUS_LEVEL[status], summary, values
 
 

@@ -1,42 +1,17 @@
-"""ROS messages <-> the plain values of ``EstimationSession`` (the only place that knows both).
+"""Session outputs -> ROS messages (inputs go the other way through ``trident_ekf.adapters``,
+which works on rclpy and rosbags messages alike).
 
-Stamps are integer nanoseconds (``mav_ros_common.stamps``); vectors are tuples or numpy
-arrays in SI units. Inputs follow
-REP-145 (IMU specific force, sensor frame) and sensor_msgs/NavSatFix (WGS-84, ENU covariance);
-outputs follow REP-105 (odometry pose in the ENU map frame, twist in the body frame).
+Stamps are integer nanoseconds (``mav_ros_common.stamps``); vectors are numpy arrays in SI
+units. Outputs follow REP-105 (pose in the ENU world frame, twist in the body frame).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
-from geometry_msgs.msg import TransformStamped, TwistWithCovarianceStamped
-from sensor_msgs.msg import NavSatFix
+from geometry_msgs.msg import TransformStamped
 from tf2_msgs.msg import TFMessage
 
 from mav_ros_common.stamps import from_ns
-from mav_ros_common.stamps import to_ns as stamp_ns
-
-Vector3 = tuple[float, float, float]
-
-
-def fix_fields(message: NavSatFix) -> dict[str, Any]:
-    """Keyword arguments of ``EstimationSession.fix``: stamp, status, WGS-84 position and
-    the ENU covariance (m^2) with whether it is known (type not COVARIANCE_TYPE_UNKNOWN)."""
-    return {
-        "stamp_ns": stamp_ns(message.header.stamp), "status": message.status.status,
-        "latitude_deg": message.latitude, "longitude_deg": message.longitude,
-        "height_m": message.altitude, "covariance_enu": message.position_covariance,
-        "covariance_known": message.position_covariance_type != NavSatFix.COVARIANCE_TYPE_UNKNOWN,
-    }
-
-
-def velocity_fields(message: TwistWithCovarianceStamped) -> tuple[int, Vector3, np.ndarray]:
-    """(stamp ns, ENU velocity m/s, its 3x3 covariance m^2/s^2) of a GNSS velocity."""
-    linear = message.twist.twist.linear
-    covariance = np.asarray(message.twist.covariance, dtype=float).reshape(6, 6)[:3, :3]
-    return stamp_ns(message.header.stamp), (linear.x, linear.y, linear.z), covariance
 
 
 def transform(estimate: dict[str, np.ndarray], stamp: int, frame_id: str,
@@ -50,4 +25,3 @@ def transform(estimate: dict[str, np.ndarray], stamp: int, frame_id: str,
     t.x, t.y, t.z = estimate["position"].tolist()
     r.x, r.y, r.z, r.w = estimate["attitude"].tolist()
     return TFMessage(transforms=[message])
-

@@ -1,46 +1,96 @@
 """The trident EKF as a ROS 2 node: IMU + GNSS (and the enabled aiding sources: barometer,
-magnetometer, external pose, zero-velocity updates) in, odometry, /tf and /diagnostics out.
+magnetometer, external pose, zero-velocity updates) in, odometry, /tf and /diagnostics out,
+and services to reset it, set its pose and move its datum.
 
 All the estimation logic lives in ``trident_ekf.core.session`` (shared with trident-replay);
 this node declares its parameters, converts messages (``convert``) and publishes. Stamps
 come from the messages (sim time, bag replay and real drivers alike); the node clock only
 paces /diagnostics. Outputs start once the initializer has levelled the IMU and seen a fix.
 
-Aiding inputs come from ``trident_ekf.inputs``: every enabled source with a message input
-gets a subscription to its topic, with no code here per sensor.
+Inputs come from ``trident_ekf.adapters``: the profile the ``inputs`` parameter selects (ROS
+drivers, MAVROS or PX4 uXRCE-DDS) lists the subscriptions (topic, type, QoS) and converts
+each message to session calls, so there is no code here per sensor or per autopilot. An
+aiding source's input is subscribed only when the source is enabled. sensor_msgs/Imu
+arrives as raw CDR (decoded by ``tools.cdr``); the px4 profile imports px4_msgs only when
+it is selected (a clear ParameterError if it is missing).
 
 Run-time parameter changes (the dynamic ones of ``parameters``): the filter takes a new
 ``FilterConfig`` from the next sample on (its state stays); rates, frame names and
 ``publish_tf`` hold from the next message or timer tick.
+
+Frames (REP-105): the estimate is published in the world frame, ``map_frame`` by default
+(odometry ``frame_id`` and /tf ``map -> base_link``), or ``odom_frame`` when ``world_frame``
+names it (``odom -> base_link``; another node then publishes ``map -> odom``). The numbers
+are the same in both: the ENU estimate at the datum, GNSS-aided (it moves when GNSS
+corrects it). ``world_frame`` must be ``map_frame`` or ``odom_frame`` (empty: ``map_frame``).
+
+Services (every call is logged; a refused one answers ``success`` false with the reason):
+
+- ``~/reset`` (std_srvs/Trigger): drop the state; the node waits for data again (levelling
+  and a fix, or ``~/set_pose``); the datum stays.
+- ``~/set_pose`` (trident_ekf_interfaces/SetPose): (re)start the filter at a pose in the
+  world frame (``header.frame_id`` empty or the world frame; stamp zero: now on the node
+  clock), covariance (x, y, z, rot x, rot y, rot z) about the world axes. Refused before a
+  datum exists (no datum parameters and no fix yet), or for a covariance that is not
+  positive definite. The bias estimates of a running filter stay.
+- ``~/set_datum`` (trident_ekf_interfaces/SetDatum): move the map origin (WGS-84 degrees,
+  ellipsoidal height m); the estimate stays, its map coordinates change.
+- topic ``initial_pose`` (geometry_msgs/PoseWithCovarianceStamped, reliable, with
+  ``subscribe_initial_pose``): each message as a ``~/set_pose`` call (robot_localization's
+  ``set_pose`` topic).
+
+Status: one /diagnostics status ``trident_ekf`` every ``1 / diagnostics_rate_hz`` s of the
+node clock in every phase (``phase``: waiting_for_data, aligning, running): WARN and summary
+"waiting for data" / "aligning" before the filter runs, then the filter status: nominal
+(OK), outage (WARN: no GNSS position update accepted for the outage timeout, ``outage_timeout``
+s, or automatically ``outage_gnss_periods`` nominal GNSS periods measured from the fix
+stamps, at least ``outage_timeout_floor``; a shorter gap does not change the status),
+diverged (ERROR). Besides the session's values: ``phase``, ``world_frame``,
+``outage_timeout_s``, ``gnss_period_s``, ``resets_<kind>`` (the session's reset counters)
+and ``<command>_refused``.
 """
 
 from __future__ import annotations
 
 import importlib
-import struct
 import sys
 from functools import partial
 from typing import Any
 
-from geometry_msgs.msg import TwistWithCovarianceStamped
+import numpy as np
+from geometry_msgs.msg import PoseWithCovarianceStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.publisher import Publisher
-from sensor_msgs.msg import Imu, NavSatFix
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 
-from mav_ros_common import diagnostics
+from mav_ros_common import diagnostics, stamps
 from mav_ros_common.node_main import run_node
 from mav_ros_common.parameters import ParameterError, declare_parameters
 from mav_ros_common.qos import RELIABLE_10, SENSOR_DATA, TF
+from trident_ekf.adapters import (
+    EXTRA_PACKAGES,
+    MALFORMED,
+    SENSOR_QOS,
+    Aid,
+    ImuSample,
+    Input,
+    Qos,
+    build_profile,
+    deliver,
+)
 from trident_ekf.core.measurements import build_sources
 from trident_ekf.core.session import EstimationSession, OutputSchedule
-from trident_ekf.inputs import MESSAGE_INPUTS, MessageInput
 from trident_ekf.ros import convert
 from trident_ekf.ros.parameters import FILTERS, SPECS, EstimatorSettings, estimator_settings
 from trident_ekf.tools import cdr
+from trident_ekf_interfaces.srv import SetDatum, SetPose
 
 NODE_NAME = "trident_ekf"
+COMMANDS = ("reset", "set_pose", "set_datum", "initial_pose")
+PHASE_SUMMARY = {"waiting_for_data": "waiting for data", "aligning": "aligning"}
 
 
 class EstimatorNode(Node):
@@ -65,19 +115,10 @@ class EstimatorNode(Node):
         self._tf: Publisher[Any] | None = None
         self._take_values()
         self._diagnostics = diagnostics.create_publisher(self)
-        sensor = SENSOR_DATA
-        self.create_subscription(Imu, "imu/data", self._on_imu, sensor, raw=True)
-        self.create_subscription(NavSatFix, "gnss/fix", self._on_fix, sensor)
-        self.create_subscription(TwistWithCovarianceStamped, "gnss/vel", self._on_velocity,
-                                 sensor)
-        for name in settings.aiding:
-            message_input = MESSAGE_INPUTS.get(name)
-            if message_input is not None:
-                self.create_subscription(_message_class(message_input.msgtype),
-                                         message_input.topic,
-                                         partial(self._on_aiding, message_input), sensor)
+        self._subscribe_inputs(settings)
         self._diagnostics_timer = self.create_timer(1.0 / values["diagnostics_rate_hz"],
                                                     self.publish_diagnostics)
+        self._create_services()
         self.get_logger().info(
             f"{values['filter']} filter; waiting for {values['level_duration_s']} s of static "
             f"IMU and a GNSS fix; outputs at {values['output_rate_hz']} Hz in "
@@ -88,7 +129,7 @@ class EstimatorNode(Node):
     def _take_values(self) -> None:
         """Frames, sensor noise and the /tf publisher from the current values."""
         values = self.parameters.values
-        self._frames: tuple[str, str] = (values["map_frame"], values["base_frame"])
+        self._frames: tuple[str, str] = self.parameters.settings.frames  # (world, base)
         if values["publish_tf"] and self._tf is None:
             self._tf = self.create_publisher(TFMessage, "/tf", TF)
         elif not values["publish_tf"] and self._tf is not None:
@@ -108,23 +149,46 @@ class EstimatorNode(Node):
         self._take_values()
 
     # ----- inputs -------------------------------------------------------------------------
-    def _on_imu(self, data: bytes) -> None:
-        # Raw CDR: at 200 Hz building Imu message objects costs more than the filter.
+    def _subscribe_inputs(self, settings: EstimatorSettings) -> None:
+        """One subscription per input of the selected profile (aiding ones only for the
+        enabled sources); ParameterError when the profile's message package is missing."""
+        profile = build_profile(settings.inputs)
+        self.inputs = profile.selected(settings.aiding)
+        for item in self.inputs:
+            try:
+                message_class = _message_class(item.msgtype)
+            except ImportError as error:
+                self.destroy_node()
+                package = EXTRA_PACKAGES.get(profile.name, item.msgtype.split("/")[0])
+                raise ParameterError(
+                    f"parameter 'inputs' = '{profile.name}' needs the {package} interface "
+                    f"package ({item.msgtype} for {item.topic}), which cannot be imported "
+                    f"({error}): build it into the workspace or choose another inputs "
+                    "profile", "inputs") from error
+            self.create_subscription(message_class, item.topic, partial(self._on_input, item),
+                                     _qos(item.qos), raw=item.raw)
+        self.get_logger().info(f"inputs '{profile.name}': " + ", ".join(
+            f"{self.resolve_topic_name(item.topic)} ({item.msgtype.rsplit('/', 1)[1]})"
+            for item in self.inputs))
+
+    def _on_input(self, item: Input, message: Any) -> None:
+        """One message of a profile input: converted (raw CDR for the IMU fast path: at
+        200 Hz building Imu message objects costs more than the filter), then each sample to
+        the session; outputs after an integrated IMU sample when due."""
         try:
-            stamp, gyro, accel = cdr.decode_imu(data)
-        except (ValueError, struct.error):
-            self.session.rejected["imu_malformed"] += 1
+            samples = item.convert(message)
+        except MALFORMED:
+            rejected = self.session.rejected
+            key = f"{item.kind}_malformed"
+            rejected[key] = rejected.get(key, 0) + 1
             return
-        if self.session.imu(stamp, gyro, accel) and self._schedule.due(stamp):
-            self._publish_estimate(stamp)
-
-    def _on_fix(self, message: NavSatFix) -> None:
-        self.session.fix(**convert.fix_fields(message))
-        self._announce_start()
-
-    def _on_velocity(self, message: TwistWithCovarianceStamped) -> None:
-        self.session.velocity(*convert.velocity_fields(message))
-        self._announce_start()
+        for sample in samples:
+            used = deliver(self.session, sample)
+            if isinstance(sample, ImuSample):
+                if used and self._schedule.due(sample.stamp_ns):
+                    self._publish_estimate(sample.stamp_ns)
+            elif not isinstance(sample, Aid):
+                self._announce_start()
 
     def _announce_start(self) -> None:
         """Log once when the initializer starts the filter (only GNSS input can start it)."""
@@ -134,13 +198,83 @@ class EstimatorNode(Node):
             datum = ", ".join(f"{c:.7g}" for c in datum_set.geodetic)
             self.get_logger().info(f"initialized; map datum ({datum}); publishing odometry")
 
-    def _on_aiding(self, message_input: MessageInput, message: Any) -> None:
+    # ----- services -----------------------------------------------------------------------
+    def _create_services(self) -> None:
+        """~/reset, ~/set_pose, ~/set_datum and, with ``subscribe_initial_pose``, the
+        ``initial_pose`` topic."""
+        self.refused = dict.fromkeys(COMMANDS, 0)
+        self.create_service(Trigger, "~/reset", self._on_reset)
+        self.create_service(SetPose, "~/set_pose", self._on_set_pose)
+        self.create_service(SetDatum, "~/set_datum", self._on_set_datum)
+        if self.parameters["subscribe_initial_pose"]:
+            self.create_subscription(PoseWithCovarianceStamped, "initial_pose",
+                                     self._on_initial_pose, RELIABLE_10)
+
+    def _on_reset(self, _request: Trigger.Request, response: Trigger.Response
+                  ) -> Trigger.Response:
+        self.session.reset()
+        self._announced = False
+        self._schedule = OutputSchedule(self.parameters["output_rate_hz"])
+        response.success, response.message = True, "state dropped: waiting for data"
+        self._log_command("reset", True, response.message)
+        return response
+
+    def _on_set_pose(self, request: SetPose.Request, response: SetPose.Response
+                     ) -> SetPose.Response:
+        response.success, response.message = self._set_pose("set_pose", request.pose)
+        return response
+
+    def _on_initial_pose(self, message: PoseWithCovarianceStamped) -> None:
+        self._set_pose("initial_pose", message)
+
+    def _set_pose(self, command: str, message: PoseWithCovarianceStamped) -> tuple[bool, str]:
+        """(Re)start the filter at the pose of ``message`` (world frame); (success, reason)."""
+        world = self._frames[0]
+        frame = message.header.frame_id
+        stamp = stamps.to_ns(message.header.stamp) or self.get_clock().now().nanoseconds
+        pose = message.pose.pose
+        p, q = pose.position, pose.orientation
         try:
-            stamp, fields = message_input.arguments(message)
-        except (ValueError, TypeError):
-            self.session.rejected[f"{message_input.source}_malformed"] += 1
-            return
-        self.session.aid(message_input.source, stamp, **fields)
+            if frame not in ("", world):
+                raise ValueError(f"the pose must be in the world frame '{world}' (or have an "
+                                 f"empty frame_id), not in '{frame}'")
+            self.session.set_pose(stamp, (p.x, p.y, p.z), (q.x, q.y, q.z, q.w),
+                                  np.asarray(message.pose.covariance, dtype=float).reshape(6, 6))
+        except ValueError as error:
+            return self._log_command(command, False, str(error))
+        self._announced = True
+        return self._log_command(command, True, f"filter (re)started at ({p.x:.3f}, {p.y:.3f}, "
+                                                f"{p.z:.3f}) m in '{world}'")
+
+    def _on_set_datum(self, request: SetDatum.Request, response: SetDatum.Response
+                      ) -> SetDatum.Response:
+        datum = (request.latitude_deg, request.longitude_deg, request.height_m)
+        try:
+            self.session.set_datum(*datum)
+        except ValueError as error:
+            response.success, response.message = self._log_command("set_datum", False,
+                                                                    str(error))
+            return response
+        response.success, response.message = self._log_command(
+            "set_datum", True, "map origin at ({:.7f} deg, {:.7f} deg, {:.3f} m)".format(*datum))
+        return response
+
+    def _log_command(self, command: str, success: bool, message: str) -> tuple[bool, str]:
+        """Log one command and what came of it; (success, message) for the reply."""
+        self._log_events()
+        if success:
+            self.get_logger().info(f"{command}: {message}")
+        else:
+            self.refused[command] += 1
+            self.get_logger().warning(f"{command} refused: {message}")
+        return success, message
+
+    def _log_events(self) -> None:
+        """Log what the session reports (resets, of its own or commanded), once each."""
+        events = self.session.events
+        for event in events:
+            self.get_logger().info(f"session: {event}")
+        events.clear()
 
     # ----- outputs ------------------------------------------------------------------------
     def _publish_estimate(self, stamp: int) -> None:
@@ -150,12 +284,40 @@ class EstimatorNode(Node):
             self._tf.publish(convert.transform(estimate, stamp, *self._frames))
 
     def publish_diagnostics(self) -> None:
-        """One /diagnostics status ``trident_ekf`` stamped with the node clock."""
-        self.session.drain_updates()
-        level, summary, values = self.session.diagnostics()
+        """One /diagnostics status ``trident_ekf`` stamped with the node clock, in every
+        phase (a failure to describe the session is reported as an ERROR status, so the
+        stream never stops)."""
+        values: dict[str, str] = {}
+        try:
+            self._log_events()
+            self.session.drain_updates()
+            level, summary, values = self.session.diagnostics()
+            values = dict(values)
+            phase = self.session.phase
+            summary = PHASE_SUMMARY.get(phase, summary)
+            filter_ = self.session.filter
+            values.update({"phase": phase, "world_frame": self._frames[0],
+                           "outage_timeout_s": f"{filter_.outage_threshold:.3f}",
+                           "gnss_period_s": f"{filter_.gnss_period:.3f}"})
+            values.update({f"resets_{kind}": str(count)
+                           for kind, count in self.session.resets.items()})
+            values.update({f"{command}_refused": str(count)
+                           for command, count in self.refused.items()})
+        except Exception as error:  # diagnostics must keep coming whatever fails
+            level, summary = 2, f"diagnostics failed: {type(error).__name__}: {error}"
+            self.get_logger().error(summary, throttle_duration_sec=10.0)
         stamp = self.get_clock().now().to_msg()
         self._diagnostics.publish(diagnostics.diagnostic_array(
             stamp, diagnostics.status(NODE_NAME, level, summary, values)))
+
+
+def _qos(qos: Qos) -> QoSProfile:
+    """The rclpy profile of an input's QoS (the suite's SENSOR_DATA for sensor streams)."""
+    if qos == SENSOR_QOS:
+        return SENSOR_DATA
+    return QoSProfile(depth=qos.depth, history=HistoryPolicy.KEEP_LAST,
+                      reliability=ReliabilityPolicy[qos.reliability.upper()],
+                      durability=DurabilityPolicy[qos.durability.upper()])
 
 
 def _message_class(msgtype: str) -> Any:

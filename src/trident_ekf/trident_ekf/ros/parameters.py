@@ -5,11 +5,16 @@ Read-only (the filter and its inputs are built from them): ``filter``, the GNSS 
 initialization parameter (used once, when the filter starts), ``imu_rotation_xyzw``, the
 map datum, the GNSS noise model ``gnss.*`` and every aiding source's ``<source>.enabled``
 and ``<source>.<setting>`` (one group per source registered in ``core.measurements``,
-generated from its config dataclass: units and ranges come from there).
+generated from its config dataclass: units and ranges come from there),
+``subscribe_initial_pose``, and the input profile (``inputs``, ``mavros_namespace``,
+``px4_namespace``, ``gnss_velocity_type``, ``gnss_velocity_sigma_mps``: ``input_options``).
 
 Dynamic: the IMU noise model, ``lever_arm``, the gate, decimation, timeouts, divergence and
 history settings of the filter (``FilterConfig``, taken from the next sample on), the output
 and diagnostics rates, the frame names and ``publish_tf``.
+
+Frames (REP-105): the estimate is published in the world frame ``world_frame`` (empty:
+``map_frame``), which must be ``map_frame`` or ``odom_frame`` (``frames``).
 
 A value rclpy refuses, or one the core's own checks (``FilterConfig``, ``Initializer``)
 refuse, is one ``ParameterError`` naming the parameter, the value and what is allowed.
@@ -18,7 +23,7 @@ refuse, is one ``ParameterError`` naming the parameter, the value and what is al
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -26,6 +31,8 @@ from numpy.typing import NDArray
 
 from mav_geometry import quaternion
 from mav_ros_common.parameters import ParameterError, ParameterSpec, Values, invalid
+from trident_ekf.adapters import PROFILE_NAMES, VELOCITY_TYPES, InputOptions
+from trident_ekf.adapters.base import namespace
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
 from trident_ekf.core.filter import ErrorStateFilter
 from trident_ekf.core.initialization import Initializer
@@ -38,13 +45,30 @@ _DEFAULTS = FilterConfig()
 _TINY = 1e-12  # lower bound of "strictly positive" ranges
 CONFIG_FIELDS = ("gyro_noise", "accel_noise", "gyro_bias_walk", "accel_bias_walk",
                  "covariance_decimation", "gate_probability", "max_imu_interval",
-                 "outage_timeout", "divergence_position_sigma", "max_consecutive_rejections",
+                 "outage_timeout", "outage_gnss_periods", "outage_timeout_floor",
+                 "divergence_position_sigma", "max_consecutive_rejections",
                  "reset_on_divergence", "history_length", "gnss_bias_sigma_horizontal",
                  "gnss_bias_sigma_vertical",
                  "gnss_bias_correlation_time", "gnss_covariance_includes_bias",
                  "gnss_white_sigma_floor")
 """Parameters that are ``FilterConfig`` fields of the same name."""
 DATUM = ("datum_latitude_deg", "datum_longitude_deg", "datum_height_m")
+
+
+
+@dataclass(frozen=True)
+class OptionalFrameSpec(ParameterSpec):
+    """A frame-name parameter that may be empty: it then names another frame parameter,
+    ``empty_means`` (the default follows it)."""
+
+    empty_means: str = ""
+
+    def allowed(self) -> str:
+        return f"a frame name, or empty for {self.empty_means}"
+
+    def check(self, value: Any) -> Any:
+        return "" if value == "" else super().check(value)
+
 
 SPECS: tuple[ParameterSpec, ...] = (
     ParameterSpec("filter", "trident", "estimator (baseline: a conventional ESKF)",
@@ -68,7 +92,15 @@ SPECS: tuple[ParameterSpec, ...] = (
     ParameterSpec("max_imu_interval", _DEFAULTS.max_imu_interval, "longest IMU interval "
                   "integrated; longer gaps are counted and skipped", "s", 1e-4, 10.0),
     ParameterSpec("outage_timeout", _DEFAULTS.outage_timeout, "time without an accepted GNSS "
-                  "update before the status reads outage", "s", 0.01, 3600.0),
+                  "position update before the status reads outage (a shorter gap leaves the "
+                  "status as it is); NaN: automatic, outage_gnss_periods nominal GNSS periods "
+                  "measured from the fix stamps, at least outage_timeout_floor", "s", 0.01,
+                  3600.0, allow_nan=True),
+    ParameterSpec("outage_gnss_periods", _DEFAULTS.outage_gnss_periods, "automatic outage "
+                  "timeout: nominal GNSS periods (median of the recent fix intervals) without "
+                  "an accepted fix", "", 1.0, 100.0),
+    ParameterSpec("outage_timeout_floor", _DEFAULTS.outage_timeout_floor, "smallest automatic "
+                  "outage timeout", "s", 0.01, 3600.0),
     ParameterSpec("divergence_position_sigma", _DEFAULTS.divergence_position_sigma,
                   "position sigma above which the status reads diverged", "m", 0.1, 1e7),
     ParameterSpec("max_consecutive_rejections", _DEFAULTS.max_consecutive_rejections,
@@ -94,17 +126,26 @@ SPECS: tuple[ParameterSpec, ...] = (
                   "smallest white GNSS position sigma left after removing the bias part", "m",
                   1e-4, 100.0),
     # Initialization (Initializer): used once, when the filter starts.
-    ParameterSpec("level_duration_s", 1.0, "static levelling window at the start", "s", 0.05,
-                  60.0, read_only=True),
-    ParameterSpec("initial_yaw_deg", 0.0, "initial ENU yaw (from east, counter-clockwise); "
-                  "NaN = GNSS course once faster than course_speed_mps, yaw 0 with a 180 deg "
-                  "sigma after course_timeout_s", "deg", allow_nan=True, read_only=True),
-    ParameterSpec("initial_yaw_sigma_deg", 60.0, "initial yaw sigma", "deg", 0.01, 180.0,
+    ParameterSpec("level_duration_s", 1.0, "IMU window of the stillness test and the static "
+                  "levelling", "s", 0.05, 60.0, read_only=True),
+    ParameterSpec("still_gyro_rad_s", 0.05, "a still window has rate spread and mean rate "
+                  "below this", "rad/s", 1e-4, 1.0, read_only=True),
+    ParameterSpec("still_accel_m_s2", 1.0, "a still window has a specific-force spread below "
+                  "this", "m/s^2", 1e-3, 10.0, read_only=True),
+    ParameterSpec("static_speed_mps", 0.3, "largest GNSS speed of a static start", "m/s", 0.01,
+                  10.0, read_only=True),
+    ParameterSpec("initial_yaw_deg", math.nan, "initial ENU yaw (from east, counter-"
+                  "clockwise); NaN = from the magnetometer when enabled, else from the yaw "
+                  "estimator (a static start without either runs with yaw unknown until the "
+                  "vehicle has moved)", "deg", allow_nan=True, read_only=True),
+    ParameterSpec("initial_yaw_sigma_deg", 60.0, "sigma of initial_yaw_deg (a yaw set by hand "
+                  "is coarse)", "deg", 0.01,
+                  180.0, read_only=True),
+    ParameterSpec("magnetic_yaw_sigma_deg", 15.0, "initial yaw sigma of a magnetometer "
+                  "heading (covers uncalibrated hard iron)", "deg", 0.1, 180.0,
                   read_only=True),
-    ParameterSpec("course_speed_mps", 3.0, "GNSS ground speed above which the course gives "
-                  "yaw", "m/s", 0.1, 100.0, read_only=True),
-    ParameterSpec("course_timeout_s", 10.0, "wait for that speed before yaw 0 +- 180 deg", "s",
-                  0.1, 3600.0, read_only=True),
+    ParameterSpec("motion_tilt_sigma_deg", 5.0, "initial roll/pitch sigma of an in-motion "
+                  "start", "deg", 0.1, 90.0, read_only=True),
     ParameterSpec("initial_tilt_sigma_deg", 3.0, "initial roll/pitch sigma", "deg", 0.01, 90.0,
                   read_only=True),
     ParameterSpec("initial_position_sigma_m", 3.0, "initial position sigma", "m", 0.01, 1e4,
@@ -131,10 +172,38 @@ SPECS: tuple[ParameterSpec, ...] = (
                   "Hz", 0.1, 10000.0),
     ParameterSpec("diagnostics_rate_hz", 1.0, "/diagnostics rate on the node clock", "Hz",
                   0.01, 100.0),
-    ParameterSpec("map_frame", "map", "ENU frame at the datum: odometry frame_id, /tf parent"),
+    # Frames (REP-105): the estimate is published in world_frame, map_frame or odom_frame.
+    ParameterSpec("map_frame", "map", "REP-105 map frame, ENU at the datum: odometry frame_id "
+                  "and /tf parent when world_frame is map_frame"),
+    ParameterSpec("odom_frame", "odom", "REP-105 odom frame: odometry frame_id and /tf parent "
+                  "when world_frame is odom_frame (another node then publishes map_frame -> "
+                  "odom_frame)"),
+    OptionalFrameSpec("world_frame", "", "frame the estimate is published in: map_frame "
+                      "(map_frame -> base_frame on /tf) or odom_frame (odom_frame -> "
+                      "base_frame)", empty_means="map_frame"),
     ParameterSpec("base_frame", "base_link", "body (FLU) frame: odometry child_frame_id, /tf "
                   "child"),
-    ParameterSpec("publish_tf", True, "publish map_frame -> base_frame on /tf"),
+    ParameterSpec("publish_tf", True, "publish world frame -> base_frame on /tf"),
+    ParameterSpec("subscribe_initial_pose", False, "subscribe to initial_pose "
+                  "(geometry_msgs/PoseWithCovarianceStamped in the world frame) and set the "
+                  "pose from each message as ~/set_pose does (robot_localization's set_pose "
+                  "topic)", read_only=True),
+)
+# Inputs (``trident_ekf.adapters``): which vehicle interface publishes the sensors.
+SPECS += (
+    ParameterSpec("inputs", "ros", "input topics: ros (drivers: imu/data, gnss/fix, gnss/vel), "
+                  "mavros (MAVROS under mavros_namespace), px4 (uXRCE-DDS under "
+                  "px4_namespace; needs px4_msgs)", choices=PROFILE_NAMES, read_only=True),
+    ParameterSpec("mavros_namespace", "/mavros", "namespace of the MAVROS topics (inputs "
+                  "mavros)", read_only=True),
+    ParameterSpec("px4_namespace", "/fmu", "namespace of the PX4 uXRCE-DDS topics (inputs "
+                  "px4)", read_only=True),
+    ParameterSpec("gnss_velocity_type", VELOCITY_TYPES[0], "geometry_msgs type of gnss/vel "
+                  "(inputs ros; MAVROS always sends TwistStamped)", choices=VELOCITY_TYPES,
+                  read_only=True),
+    ParameterSpec("gnss_velocity_sigma_mps", math.nan, "velocity sigma per axis of GNSS "
+                  "velocities without a covariance (TwistStamped); NaN: gnss.default_speed_mps",
+                  "m/s", 1e-3, 100.0, allow_nan=True, read_only=True),
 )
 
 
@@ -181,6 +250,8 @@ class EstimatorSettings:
     imu_rotation: NDArray[np.float64] | None
     gnss_receiver: GnssConfig
     aiding: dict[str, Any]  # enabled optional source -> its config (``build_sources``)
+    frames: tuple[str, str] = ("map", "base_link")  # (world frame, base_frame): ``frames``
+    inputs: InputOptions = field(default_factory=InputOptions)  # ``input_options``
 
 
 def estimator_settings(values: Values) -> EstimatorSettings:
@@ -191,7 +262,10 @@ def estimator_settings(values: Values) -> EstimatorSettings:
     initializer = _build(
         "initialization", Initializer, level_duration=values["level_duration_s"],
         yaw=None if math.isnan(yaw) else math.radians(yaw),
-        course_speed=values["course_speed_mps"], course_timeout=values["course_timeout_s"],
+        still_gyro=values["still_gyro_rad_s"], still_accel=values["still_accel_m_s2"],
+        static_speed=values["static_speed_mps"],
+        magnetic_yaw_sigma=math.radians(values["magnetic_yaw_sigma_deg"]),
+        motion_tilt_sigma=math.radians(values["motion_tilt_sigma_deg"]),
         yaw_sigma=math.radians(values["initial_yaw_sigma_deg"]),
         tilt_sigma=math.radians(values["initial_tilt_sigma_deg"]),
         position_sigma=values["initial_position_sigma_m"],
@@ -202,7 +276,37 @@ def estimator_settings(values: Values) -> EstimatorSettings:
     aiding = {name: _build(name, configure, registration.config, _group(values, name))
               for name, registration in REGISTRY.items() if values[f"{name}.enabled"]}
     return EstimatorSettings(config, initializer, _datum(values),
-                             _imu_rotation(values["imu_rotation_xyzw"]), gnss_receiver, aiding)
+                             _imu_rotation(values["imu_rotation_xyzw"]), gnss_receiver, aiding,
+                             frames=frames(values), inputs=input_options(values))
+
+
+def input_options(values: Values) -> InputOptions:
+    """The input profile options; ParameterError for a namespace that is not one."""
+    for name in ("mavros_namespace", "px4_namespace"):
+        try:
+            namespace(values[name], name)
+        except ValueError:
+            raise invalid(name, values[name], "a ROS namespace such as /mavros") from None
+    return InputOptions(values["inputs"], values["mavros_namespace"], values["px4_namespace"],
+                        values["gnss_velocity_type"], values["gnss_velocity_sigma_mps"])
+
+
+def frames(values: Values) -> tuple[str, str]:
+    """(parent, child) of the odometry and /tf: the world frame (``world_frame``, empty:
+    ``map_frame``) and ``base_frame``. ParameterError unless the world frame is
+    ``map_frame`` or ``odom_frame`` and the three frames differ."""
+    map_frame, odom_frame, base_frame = (values[name] for name in (
+        "map_frame", "odom_frame", "base_frame"))
+    world = values["world_frame"] or map_frame
+    if odom_frame == map_frame:
+        raise invalid("odom_frame", odom_frame, f"a frame other than map_frame '{map_frame}'")
+    if base_frame in (map_frame, odom_frame):
+        raise invalid("base_frame", base_frame, f"a frame other than map_frame '{map_frame}' "
+                                                f"and odom_frame '{odom_frame}'")
+    if world not in (map_frame, odom_frame):
+        raise invalid("world_frame", world, f"map_frame '{map_frame}' or odom_frame "
+                                            f"'{odom_frame}' (or empty: map_frame)")
+    return world, base_frame
 
 
 def _group(values: Values, prefix: str) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """trident-replay: run the estimator over a rosbag2 as fast as possible and record its output.
 
-The output bag has the live node's topics: /trident_ekf/odometry, the biases and the
-per-update diagnostics on /diagnostics (``mav_ros_common.diagnostics.DIAGNOSTICS_TOPIC``,
-the estimator node's topic).
+The output bag has the live node's topics: /trident_ekf/odometry, the biases and
+diagnostics at 1 Hz of stamp time, in every phase, on /diagnostics
+(``mav_ros_common.diagnostics.DIAGNOSTICS_TOPIC``, the estimator node's topic).
 
 Aiding: every source of ``trident_ekf.inputs`` whose topic is in the bag (barometer,
 magnetometer, external pose) is fused unless ``--no-aid`` says otherwise; sources without
@@ -43,6 +43,7 @@ from trident_ekf.tools import bagio, cdr
 from trident_ekf.tools.report import ReportSeries, write_report
 
 REPORT_RATE = 10.0  # Hz
+DIAGNOSTICS_RATE = 1.0  # Hz of stamp time, in every phase (the node's default rate)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class Aiding:
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     gnss_outage: tuple[float, float] | None = None
     stop: float = math.inf  # s after the first IMU sample: the replay ends there
+    start: float = 0.0  # s after the first IMU sample: the estimator sees nothing before
     evaluate_from: float = 0.0  # s after the first IMU sample: compare from there on
 
 
@@ -75,7 +77,8 @@ class ReplaySession:
     """Translates bag messages into an ``EstimationSession`` and writes its outputs."""
 
     def __init__(self, session: EstimationSession, writer: bagio.BagWriter | None,
-                 output_rate: float, gnss_outage: tuple[float, float] | None = None) -> None:
+                 output_rate: float, gnss_outage: tuple[float, float] | None = None,
+                 start: float = 0.0) -> None:
         self.session = session
         self.filter = session.filter
         self.writer = writer
@@ -83,7 +86,10 @@ class ReplaySession:
         self.series = ReportSeries()
         self._last_report = -math.inf
         self._outage = gnss_outage
+        self._start = start
         self._first_imu = math.nan
+        self._next_diagnostics = -math.inf
+        self.first_fix_time = math.nan  # s: stamp of the first fix with a fix
         self.outage_dropped = 0  # GNSS messages left out by ``gnss_outage``
 
     # ----- inputs -------------------------------------------------------------------------
@@ -91,8 +97,18 @@ class ReplaySession:
         stamp, gyro, accel = sample
         if math.isnan(self._first_imu):
             self._first_imu = stamp * 1e-9
+        if self.before_start(stamp):
+            return
         if self.session.imu(stamp, gyro, accel):
             self._outputs(stamp * 1e-9, stamp)
+        self._diagnostics(stamp)
+
+    def before_start(self, stamp: int) -> bool:
+        """True for a message stamped before ``start`` s after the first IMU sample (and
+        for every message before the first IMU sample when starting later)."""
+        if self._start <= 0.0:
+            return False
+        return not stamp * 1e-9 >= self._first_imu + self._start
 
     def in_outage(self, stamp: int) -> bool:
         """True (and counted) for a GNSS message inside the simulated outage."""
@@ -120,19 +136,25 @@ class ReplaySession:
         except (ValueError, TypeError, AttributeError):
             self.session.rejected[f"{message_input.source}_malformed"] += 1
             return
+        if self.before_start(stamp):
+            return
         self.session.aid(message_input.source, stamp, **fields_)
         self._write_updates()
 
     def fix(self, message: Any) -> None:
-        if self.in_outage(bagio.stamp_ns(message)):
+        stamp = bagio.stamp_ns(message)
+        if self.before_start(stamp) or self.in_outage(stamp):
             return
+        if math.isnan(self.first_fix_time) and message.status.status >= 0:
+            self.first_fix_time = stamp * 1e-9
         self.session.fix(bagio.stamp_ns(message), message.status.status, message.latitude,
                          message.longitude, message.altitude, message.position_covariance,
                          message.position_covariance_type != 0)  # 0: COVARIANCE_TYPE_UNKNOWN
         self._write_updates()
 
     def velocity(self, message: Any) -> None:
-        if self.in_outage(bagio.stamp_ns(message)):
+        stamp = bagio.stamp_ns(message)
+        if self.before_start(stamp) or self.in_outage(stamp):
             return
         linear = message.twist.twist.linear
         covariance = np.asarray(message.twist.covariance, dtype=float).reshape(6, 6)[:3, :3]
@@ -156,16 +178,21 @@ class ReplaySession:
 
     # ----- outputs ------------------------------------------------------------------------
     def _write_updates(self) -> None:
-        """Every update into the report, and a diagnostics message per GNSS position
-        update."""
+        """Every update into the report."""
         for update in self.session.drain_updates():
             self.series.add_update(update)
-            if self.writer is not None and update.source == "gnss_position":
-                stamp = round(update.time * 1e9)
-                level, summary, values = self.session.diagnostics(update)
-                self.writer.write(DIAGNOSTICS_TOPIC, bagio.DIAGNOSTICS, stamp,
-                                  bagio.diagnostics_message(stamp, "trident_ekf", level,
-                                                            summary, values))
+
+    def _diagnostics(self, stamp: int) -> None:
+        """/diagnostics at ``DIAGNOSTICS_RATE`` of IMU stamp time, whatever the phase."""
+        t = stamp * 1e-9
+        if self.writer is None or t < self._next_diagnostics:
+            return
+        self._next_diagnostics = max(self._next_diagnostics + 1.0 / DIAGNOSTICS_RATE, t)
+        self._write_updates()
+        level, summary, values = self.session.diagnostics()
+        self.writer.write(DIAGNOSTICS_TOPIC, bagio.DIAGNOSTICS, stamp,
+                          bagio.diagnostics_message(stamp, "trident_ekf", level, summary,
+                                                    values))
 
     def _outputs(self, t: float, stamp: int) -> None:
         """Odometry at the output rate; biases and the report series at ``REPORT_RATE``."""
@@ -201,7 +228,8 @@ def build_session(filter_name: str, config: FilterConfig, initializer: Initializ
                   summary: dict[str, str]) -> EstimationSession:
     """The session with the enabled sources: the ``available`` message sources not
     disabled, plus ``aiding.enable``. The magnetometer takes the flight date from the
-    import summary when its ``model_year`` is not set."""
+    import summary when its ``model_year`` is not set; the map datum is the import's (the
+    reference odometry's origin), else the first fix."""
     names = [n for n in available if n not in aiding.disable]
     names += [n for n in aiding.enable if n not in names]
     configs = {}
@@ -216,7 +244,11 @@ def build_session(filter_name: str, config: FilterConfig, initializer: Initializ
     filter_ = (TridentEKF if filter_name == "trident" else BaselineESKF)(
         config, build_sources(configs))
     gnss_receiver = configure(GnssConfig, aiding.settings.get("gnss", {}))
-    return EstimationSession(filter_, initializer, gnss_receiver=gnss_receiver)
+    datum = None
+    if all(f"datum_{key}" in summary for key in ("latitude_deg", "longitude_deg", "height_m")):
+        datum = (float(summary["datum_latitude_deg"]), float(summary["datum_longitude_deg"]),
+                 float(summary["datum_height_m"]))
+    return EstimationSession(filter_, initializer, datum, gnss_receiver=gnss_receiver)
 
 
 def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
@@ -233,6 +265,7 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
             raise ValueError(f"the bag has no {name} topic '{topic}' (has: {sorted(types)})")
     inputs = {topics.aiding_topic(i): i for i in MESSAGE_INPUTS.values()}
     for topic, msgtype in ((topics.imu, bagio.IMU), (topics.reference, bagio.ODOMETRY),
+                           (topics.fix, bagio.NAVSATFIX), (topics.vel, bagio.TWIST),
                            *((t, i.msgtype) for t, i in inputs.items())):
         if topic in types and types[topic][0] != msgtype:
             raise ValueError(f"topic '{topic}' is {types[topic][0]}, not {msgtype}")
@@ -246,7 +279,8 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
     started = time.perf_counter()
     writer = bagio.BagWriter(output, overwrite) if output is not None else None
     with writer if writer is not None else _NullContext():
-        replayer = ReplaySession(session, writer, output_rate, aiding.gnss_outage)
+        replayer = ReplaySession(session, writer, output_rate, aiding.gnss_outage,
+                                 aiding.start)
         handlers = {topics.fix: replayer.fix, topics.vel: replayer.velocity}
         for n, (topic, msgtype, bag_time, raw) in enumerate(bagio.read_raw(bag, read)):
             if replayer.past(bag_time, aiding.stop):
@@ -265,6 +299,9 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
     print("\rreplay: 100.0 %", file=sys.stderr)
     elapsed = time.perf_counter() - started
     summary = replayer.series.summary()
+    if "first_estimate_time_s" in summary:
+        summary["first_output_after_fix_s"] = (summary["first_estimate_time_s"]
+                                               - replayer.first_fix_time)
     summary.update({
         "bag": str(bag), "filter": filter_name, "status": filter_.status.value,
         "aiding": sorted(filter_.sources),
@@ -274,7 +311,8 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
         "log_duration_s": session.duration,
         "real_time_factor": session.duration / elapsed if elapsed > 0 else math.inf,
         "datum": session.datum.geodetic if session.datum else None,
-        "import": imported,
+        "import": imported, "alignment": session.alignment, "yaw_source": session.yaw_source,
+        "resets": dict(session.resets), "events": list(session.events),
     })
     magnetometer = filter_.sources.get("magnetometer")
     if magnetometer is not None:
@@ -300,8 +338,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="trident-replay",
         description="Run the trident-quaternion EKF over a rosbag2 (IMU + GNSS) as fast as "
-                    "possible; write /trident_ekf/odometry (ENU 'map' at the first GNSS fix, "
-                    "FLU body, covariances filled), /trident_ekf/gyro_bias, "
+                    "possible; write /trident_ekf/odometry (ENU 'map' at the import's datum, "
+                    "else the first fix; FLU body; covariances filled), /trident_ekf/gyro_bias, "
                     f"/trident_ekf/accel_bias and {DIAGNOSTICS_TOPIC} (as the live node), and "
                     "optionally a Markdown/JSON report with PNG plots against the reference "
                     "odometry. Exit status: 0 done, 1 the bag lacks a needed topic, 2 usage "
@@ -325,13 +363,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--filter", choices=["trident", "baseline"], default="trident",
                         help="estimator: the trident EKF (default) or the conventional ESKF")
     parser.add_argument("--yaw", type=float, default=None,
-                        help="initial ENU yaw, deg (default: GNSS course once faster than "
-                             "3 m/s; yaw 0 with a 180 deg sigma if not moving within 10 s)")
+                        help="initial ENU yaw, deg (default: from the magnetometer when the "
+                             "bag has one, else from the yaw estimator; a static start "
+                             "without either runs with yaw unknown until the vehicle moves)")
     parser.add_argument("--level-duration", type=float, default=1.0,
-                        help="static levelling window at the start, s (default 1)")
+                        help="IMU window of the stillness test and the static levelling, s "
+                             "(default 1)")
     parser.add_argument("--output-rate", type=float, default=50.0,
                         help="odometry output rate, Hz (default 50; at most one per IMU "
-                             "sample; biases are written at 10 Hz, diagnostics per fix)")
+                             "sample; biases are written at 10 Hz, diagnostics at 1 Hz)")
     parser.add_argument("--gyro-noise", type=float, default=5e-3,
                         help="gyro white noise, rad/s/sqrt(Hz) (default 5e-3: a vibrating "
                              "multirotor, several times the datasheet value)")
@@ -366,6 +406,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="leave out GNSS fixes and velocities from START s after the "
                              "first IMU sample for DURATION s (to test dead reckoning and "
                              "the barometer)")
+    parser.add_argument("--start", type=float, default=0.0, metavar="S",
+                        help="start the estimator S s after the first IMU sample, as if it "
+                             "were switched on then (e.g. in flight; default 0)")
     parser.add_argument("--stop", type=float, default=math.inf, metavar="S",
                         help="end the replay S s after the first IMU sample (default: the "
                              "whole bag)")
@@ -384,6 +427,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                              and args.gnss_outage[1] > 0.0):
         parser.error(f"--gnss-outage needs START >= 0 and DURATION > 0 s, "
                      f"got {args.gnss_outage}")
+    if not (args.start >= 0.0 and args.start < args.stop):
+        parser.error(f"--start must be >= 0 s and before --stop, got {args.start}")
     bag = bagio.bag_input(args.bag)
     if bag is None:
         parser.error(f"{args.bag} is not a rosbag2 directory (make one from a flight log "
@@ -416,7 +461,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                           lever_arm=tuple(args.lever_arm))
     aiding = Aiding(tuple(args.aid), tuple(args.no_aid), args.settings,
                     None if args.gnss_outage is None else tuple(args.gnss_outage), args.stop,
-                    args.evaluate_from)
+                    args.evaluate_from, args.start)
     return replay(args.bag, args.output, Topics(args.imu_topic, args.fix_topic,
                                                 args.vel_topic, args.reference_topic,
                                                 args.aid_topics),

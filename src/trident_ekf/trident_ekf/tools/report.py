@@ -94,6 +94,14 @@ class ReportSeries:
             outage = [row for row in self.comparisons if row["in_outage"]]
             if outage:
                 result.update(_outage(self, outage, offset))
+        if self.estimates:
+            result["first_estimate_time_s"] = self.estimates[0]["time"]
+            bias = np.degrees(self._stack(self.estimates, "gyro_bias"))
+            result["max_gyro_bias_deg_s"] = float(np.max(np.linalg.norm(bias, axis=1)))
+            result["nonfinite_estimates"] = int(sum(
+                not all(np.all(np.isfinite(row[key])) for key in ("position", "velocity",
+                                                                 "euler"))
+                for row in self.estimates))
         result.update(self._nis_summary())
         return result
 
@@ -135,7 +143,9 @@ def _errors(series: ReportSeries, rows: list[dict[str, Any]], label: str) -> dic
             f"rmse_vertical_m{label}": _rms(pos[:, 2]),
             f"rmse_velocity_m_s{label}": _rms(np.linalg.norm(vel, axis=1)),
             f"rmse_roll_pitch_deg{label}": np.sqrt(np.mean(euler[:, :2] ** 2, 0)).tolist(),
-            f"rmse_yaw_deg{label}": _rms(euler[:, 2])}
+            f"rmse_yaw_deg{label}": _rms(euler[:, 2]),
+            f"max_horizontal_error_m{label}": float(np.max(np.hypot(pos[:, 0], pos[:, 1]))),
+            f"max_yaw_error_deg{label}": float(np.max(np.abs(euler[:, 2])))}
 
 
 def _outage(series: ReportSeries, rows: list[dict[str, Any]], offset: FloatArray
@@ -319,7 +329,7 @@ def write_report(series: ReportSeries, summary: dict[str, Any], directory: Path)
     lines = [f"# trident-replay report: {summary.get('bag', '')}", "",
              "Errors are estimate minus the reference odometry (the autopilot's own estimate, "
              "which also fuses baro and magnetometer: not ground truth). Positions in the ENU "
-             "map frame at the first GNSS fix; angles ZYX Euler in ENU/FLU. "
+             "map frame at the reference's datum; angles ZYX Euler in ENU/FLU. "
              "'offset_removed' figures subtract the mean position difference (the two maps' "
              "constant offset).", "",
              "| quantity | value |", "|---|---|"]

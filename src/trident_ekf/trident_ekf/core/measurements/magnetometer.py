@@ -123,19 +123,21 @@ class Magnetometer(AidingSource):
         return Measurement(self.name, float(time), field, covariance)
 
     def start(self, filter_: ErrorStateFilter) -> None:
-        latitude, longitude, height = ecef_to_geodetic(filter_.nominal()[2])
+        self.field_ecef, self.field_origin = self.earth_field(filter_.nominal()[2],
+                                                              filter_.time)
+
+    def earth_field(self, position_ecef: FloatArray, time: float) -> tuple[FloatArray, str]:
+        """(Earth field in ECEF axes (T), where it came from) at a position and a time (s)."""
+        latitude, longitude, height = ecef_to_geodetic(position_ecef)
         given = self.config.field_ned_T
         if all(math.isfinite(c) for c in given):
-            field_ned = np.array(given)
-            self.field_origin = "configured field_ned_T"
-        else:
-            year = self.config.model_year
-            if not math.isfinite(year):
-                stamp = filter_.time if filter_.time > POSIX_2000 else wall_clock.time()
-                year = decimal_year(stamp)
-            field_ned = wmm_field_ned(latitude, longitude, height, year)
-            self.field_origin = f"{wmm_model_name(year)} at {year:.2f}"
-        self.field_ecef = ned_to_ecef(field_ned, latitude, longitude)
+            return ned_to_ecef(np.array(given), latitude, longitude), "configured field_ned_T"
+        year = self.config.model_year
+        if not math.isfinite(year):
+            year = decimal_year(time if time > POSIX_2000 else wall_clock.time())
+        field_ned = wmm_field_ned(latitude, longitude, height, year)
+        return (ned_to_ecef(field_ned, latitude, longitude),
+                f"{wmm_model_name(year)} at {year:.2f}")
 
     def _corrected(self, filter_: ErrorStateFilter, m: Measurement) -> FloatArray:
         """The sample minus the hard-iron estimate (3d mode)."""

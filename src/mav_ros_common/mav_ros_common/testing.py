@@ -1,0 +1,55 @@
+"""Helpers for tests that run nodes over real DDS: a private rclpy context and bounded waits.
+
+``private_context`` puts the context on a random DDS domain limited to this host, so test
+runs on one machine (parallel CI jobs, a developer's live graph) never see each other.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import rclpy
+from rclpy.context import Context
+
+WAIT = 10.0  # s: default bound of a wait
+_ISOLATION = {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
+_CLEARED = ("ROS_STATIC_PEERS", "ROS_LOCALHOST_ONLY")
+
+
+@contextmanager
+def private_context() -> Iterator[Context]:
+    """An initialized rclpy context on a random localhost-only domain (1-232); the
+    environment is restored and the context shut down on exit."""
+    saved = {name: os.environ.get(name)
+             for name in ("ROS_DOMAIN_ID", *_ISOLATION, *_CLEARED)}
+    os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 232))
+    os.environ.update(_ISOLATION)
+    for name in _CLEARED:
+        os.environ.pop(name, None)
+    context = Context()
+    try:
+        rclpy.init(context=context)
+        yield context
+    finally:
+        rclpy.try_shutdown(context=context)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = WAIT,
+             poll: float = 1e-3) -> None:
+    """Return once ``condition()`` is true; AssertionError naming ``what`` after
+    ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(poll)
