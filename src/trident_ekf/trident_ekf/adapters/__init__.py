@@ -4,13 +4,15 @@ sees the same measurements.
 A profile (``PROFILES``) is the list of subscriptions one interface needs: topic, message
 type, QoS and the converter from a message to session calls (``base``). The estimator node
 subscribes from the selected profile (parameter ``inputs``), trident-replay reads the same
-topics from a bag (``--inputs``):
+topics from a bag (``--inputs``, ``--mavros-namespace``, ``--px4-namespace``) through the
+same converters and ``deliver``:
 
 - ``ros`` (``adapters.ros``): standard drivers on imu/data, gnss/fix, gnss/vel
   (TwistWithCovarianceStamped or TwistStamped), already ENU/FLU.
 - ``mavros`` (``adapters.mavros``): MAVROS topics under /mavros, already ENU/FLU.
 - ``px4`` (``adapters.px4``): PX4 uXRCE-DDS topics under /fmu, NED/FRD and PX4 units
-  converted here; needs the px4_msgs interface package at run time.
+  converted here; the node needs the px4_msgs interface package at run time,
+  trident-replay reads the types from the message definitions the bag carries.
 
 Aiding sources a profile does not feed keep their standard topics (``trident_ekf.inputs``).
 """

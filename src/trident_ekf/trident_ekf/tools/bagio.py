@@ -3,6 +3,8 @@
 A bag is a rosbag2 directory ``NAME/`` holding ``NAME_0.mcap`` and ``metadata.yaml``, the
 layout ``ros2 bag record -s mcap`` produces. It is written into a hidden staging directory
 next to it and moved into place only once complete, so a failed run leaves no partial bag.
+Types that are not standard ROS 2 messages are read with the definitions a bag carries
+(``bag_typestore``).
 """
 
 from __future__ import annotations
@@ -11,15 +13,24 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+from rosbags.interfaces import MessageDefinitionFormat
+from rosbags.interfaces.typing import Typesdict
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
-from rosbags.typesys import Stores, get_typestore
+from rosbags.typesys import (
+    Stores,
+    TypesysError,
+    get_types_from_idl,
+    get_types_from_msg,
+    get_typestore,
+)
+from rosbags.typesys.store import Typestore
 
 from mav_geometry.arrays import FloatVector
 from trident_ekf.inputs import stamp_ns as stamp_ns  # re-exported for bag messages
@@ -288,6 +299,41 @@ def topic_types(path: Path) -> dict[str, tuple[str, int]]:
     """Message type and count per topic."""
     with Reader(path) as reader:
         return {c.topic: (c.msgtype, c.msgcount) for c in reader.connections}
+
+
+def bag_typestore(path: Path, msgtypes: Iterable[str]) -> Typestore:
+    """A typestore that deserializes ``msgtypes`` of the bag at ``path``: ``TYPESTORE`` when
+    it knows them all (the standard ROS 2 types), else a new standard store plus the
+    definitions the bag carries of the others (rosbag2 MCAP keeps each connection's message
+    definition, so e.g. px4_msgs need not be installed to read a PX4 bag). ValueError naming
+    the types neither knows or whose definition cannot be read."""
+    missing = sorted({t for t in msgtypes if t not in TYPESTORE.fielddefs})
+    if not missing:
+        return TYPESTORE
+    store = get_typestore(Stores.ROS2_JAZZY)
+    with Reader(path) as reader:
+        definitions = {c.msgtype: c.msgdef for c in reader.connections
+                       if c.msgtype in missing
+                       and c.msgdef.format != MessageDefinitionFormat.NONE}
+    types: Typesdict = {}
+    for msgtype, msgdef in sorted(definitions.items()):
+        try:
+            parsed = (get_types_from_msg(msgdef.data, msgtype)
+                      if msgdef.format == MessageDefinitionFormat.MSG
+                      else get_types_from_idl(msgdef.data))
+        except TypesysError as error:
+            raise ValueError(f"cannot read the bag's definition of {msgtype}: {error}") from None
+        types.update((name, fields) for name, fields in parsed.items()
+                     if name not in store.fielddefs)
+    try:
+        store.register(types)
+    except TypesysError as error:
+        raise ValueError(f"cannot register the bag's message definitions: {error}") from None
+    unresolved = [t for t in missing if t not in store.fielddefs]
+    if unresolved:
+        raise ValueError(f"cannot read {', '.join(unresolved)}: not a standard ROS 2 type and "
+                         "the bag carries no definition of it (a rosbag2 MCAP bag does)")
+    return store
 
 
 def topic_counts(path: Path) -> dict[str, int]:

@@ -4,6 +4,14 @@ The output bag has the live node's topics: /trident_ekf/odometry, the biases and
 diagnostics at 1 Hz of stamp time, in every phase, on /diagnostics
 (``mav_ros_common.diagnostics.DIAGNOSTICS_TOPIC``, the estimator node's topic).
 
+Inputs (``--inputs``, ``trident_ekf.adapters``): ``ros`` (default) reads the standard
+topics /imu/data, /gnss/fix, /gnss/vel (``--imu-topic`` ...); ``mavros`` and ``px4`` read
+the topics the live node subscribes for that profile (under ``--mavros-namespace``,
+``--px4-namespace``) through the same converters and ``deliver``, so a bag recorded from
+MAVROS or from PX4's uXRCE-DDS bridge replays as the node would have run on it. Types that
+are not standard ROS 2 messages (px4_msgs) are read with the definitions the bag carries.
+A message a converter cannot read is counted as ``<kind>_malformed`` (as the node does).
+
 Aiding: every source of ``trident_ekf.inputs`` whose topic is in the bag (barometer,
 magnetometer, external pose) is fused unless ``--no-aid`` says otherwise; sources without
 a topic (zero velocity) with ``--aid``. Source settings come from ``--set``. An import
@@ -21,15 +29,28 @@ import argparse
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
 from mav_ros_common.diagnostics import DIAGNOSTICS_TOPIC
+from trident_ekf.adapters import (
+    MALFORMED,
+    PROFILE_NAMES,
+    Fix,
+    Input,
+    InputOptions,
+    Sample,
+    Velocity,
+    build_profile,
+    deliver,
+)
+from trident_ekf.adapters import ros as ros_adapter
+from trident_ekf.adapters.base import absolute
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
 from trident_ekf.core.earth_field import decimal_year
 from trident_ekf.core.initialization import Initializer
@@ -130,6 +151,38 @@ class ReplaySession:
         start = self._first_imu + self._outage[0]
         return start, start + self._outage[1]
 
+    def sample(self, sample: Sample) -> None:
+        """A sample of the adapter layer with the bookkeeping of the handlers here:
+        ``start``, the simulated GNSS outage, the first fix."""
+        if isinstance(sample, cdr.ImuSample):
+            self.imu(sample)
+            return
+        if self.before_start(sample.stamp_ns):
+            return
+        if isinstance(sample, Fix | Velocity):
+            if self.in_outage(sample.stamp_ns):
+                return
+            if (isinstance(sample, Fix) and math.isnan(self.first_fix_time)
+                    and sample.status >= 0):
+                self.first_fix_time = sample.stamp_ns * 1e-9
+        deliver(self.session, sample)
+        self._write_updates()
+
+    def message(self, item: Input, data: Any,
+                decode: Callable[[Any], Any] | None = None) -> None:
+        """A bag message of a profile input (``decode`` makes the converter's message of
+        ``data``; None: it takes ``data``, e.g. the CDR bytes of a ``raw`` input) converted
+        as the node converts it; one that cannot be read is counted as
+        ``<kind>_malformed``."""
+        try:
+            samples = item.convert(data if decode is None else decode(data))
+        except MALFORMED:
+            key = f"{item.kind}_malformed"
+            self.session.rejected[key] = self.session.rejected.get(key, 0) + 1
+            return
+        for sample in samples:
+            self.sample(sample)
+
     def aiding(self, message_input: MessageInput, message: Any) -> None:
         try:
             stamp, fields_ = message_input.arguments(message)
@@ -142,25 +195,14 @@ class ReplaySession:
         self._write_updates()
 
     def fix(self, message: Any) -> None:
-        stamp = bagio.stamp_ns(message)
-        if self.before_start(stamp) or self.in_outage(stamp):
-            return
-        if math.isnan(self.first_fix_time) and message.status.status >= 0:
-            self.first_fix_time = stamp * 1e-9
-        self.session.fix(bagio.stamp_ns(message), message.status.status, message.latitude,
-                         message.longitude, message.altitude, message.position_covariance,
-                         message.position_covariance_type != 0)  # 0: COVARIANCE_TYPE_UNKNOWN
-        self._write_updates()
+        """sensor_msgs/NavSatFix."""
+        for sample in ros_adapter.navsatfix(message):
+            self.sample(sample)
 
     def velocity(self, message: Any) -> None:
-        stamp = bagio.stamp_ns(message)
-        if self.before_start(stamp) or self.in_outage(stamp):
-            return
-        linear = message.twist.twist.linear
-        covariance = np.asarray(message.twist.covariance, dtype=float).reshape(6, 6)[:3, :3]
-        self.session.velocity(bagio.stamp_ns(message), (linear.x, linear.y, linear.z),
-                              covariance)
-        self._write_updates()
+        """geometry_msgs/TwistWithCovarianceStamped."""
+        for sample in ros_adapter.twist_with_covariance(message):
+            self.sample(sample)
 
     def reference(self, stamp: int, values: FloatArray, evaluate_from: float = 0.0) -> None:
         """nav_msgs/Odometry as ``cdr.decode_odometry`` gives it; compared from
@@ -254,45 +296,51 @@ def build_session(filter_name: str, config: FilterConfig, initializer: Initializ
 def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
            config: FilterConfig, initializer: Initializer, output_rate: float,
            report: Path | None, overwrite: bool = False,
-           aiding: Aiding | None = None) -> dict[str, Any]:
+           aiding: Aiding | None = None,
+           options: InputOptions | None = None) -> dict[str, Any]:
     """Run one bag through the filter; returns the summary (and writes bag and report).
     ``output`` is a rosbag2 directory (``bagio.BagWriter``, replaced only with
-    ``overwrite``)."""
+    ``overwrite``). ``options`` picks the input profile (default ``ros``: the topics of
+    ``topics``); ValueError if the bag lacks the IMU or fix topic, a topic has another type
+    or a type cannot be read."""
     aiding = aiding or Aiding()
+    options = options or InputOptions()
     types = bagio.topic_types(bag)
-    for name, topic in (("imu", topics.imu), ("fix", topics.fix)):
-        if topic not in types:
-            raise ValueError(f"the bag has no {name} topic '{topic}' (has: {sorted(types)})")
-    inputs = {topics.aiding_topic(i): i for i in MESSAGE_INPUTS.values()}
-    for topic, msgtype in ((topics.imu, bagio.IMU), (topics.reference, bagio.ODOMETRY),
-                           (topics.fix, bagio.NAVSATFIX), (topics.vel, bagio.TWIST),
-                           *((t, i.msgtype) for t, i in inputs.items())):
+    items = profile_inputs(options, topics)
+    for item in items:
+        if item.source is None and item.kind in ("imu", "fix") and item.topic not in types:
+            hint = "" if options.profile == "ros" else (
+                f"; --inputs {options.profile} reads {[i.topic for i in items]}")
+            raise ValueError(f"the bag has no {item.kind} topic '{item.topic}' "
+                             f"(has: {sorted(types)}){hint}")
+    for topic, msgtype in ((topics.reference, bagio.ODOMETRY),
+                           *((i.topic, i.msgtype) for i in items)):
         if topic in types and types[topic][0] != msgtype:
             raise ValueError(f"topic '{topic}' is {types[topic][0]}, not {msgtype}")
-    inputs = {t: i for t, i in inputs.items() if t in types and i.source not in aiding.disable}
+    inputs = {i.topic: i for i in items if i.topic in types and i.source not in aiding.disable}
+    store = bagio.bag_typestore(bag, {i.msgtype for i in inputs.values() if not i.raw})
     imported = import_summary(bag, types)
+    present = {i.source for i in inputs.values() if i.source is not None}
     session = build_session(filter_name, config, initializer, aiding,
-                            [i.source for i in inputs.values()], imported)
+                            [s for s in MESSAGE_INPUTS if s in present],  # every profile's order
+                            imported)
     filter_ = session.filter
-    read = [topics.imu, topics.reference, topics.fix, topics.vel, *inputs]
+    read = [topics.reference, *inputs]
     total = sum(types[t][1] for t in read if t in types)
     started = time.perf_counter()
     writer = bagio.BagWriter(output, overwrite) if output is not None else None
     with writer if writer is not None else _NullContext():
         replayer = ReplaySession(session, writer, output_rate, aiding.gnss_outage,
                                  aiding.start)
-        handlers = {topics.fix: replayer.fix, topics.vel: replayer.velocity}
         for n, (topic, msgtype, bag_time, raw) in enumerate(bagio.read_raw(bag, read)):
             if replayer.past(bag_time, aiding.stop):
                 break
-            if topic == topics.imu:
-                replayer.imu(cdr.decode_imu(raw))
-            elif topic == topics.reference:
+            entry = inputs.get(topic)
+            if entry is None:
                 replayer.reference(*cdr.decode_odometry(raw), aiding.evaluate_from)
-            elif topic in inputs:
-                replayer.aiding(inputs[topic], bagio.TYPESTORE.deserialize_cdr(raw, msgtype))
             else:
-                handlers[topic](bagio.TYPESTORE.deserialize_cdr(raw, msgtype))
+                replayer.message(entry, raw, None if entry.raw else
+                                 partial(store.deserialize_cdr, typename=msgtype))
             if n % 20000 == 0:
                 print(f"\rreplay: {100.0 * n / max(total, 1):5.1f} %", end="", file=sys.stderr,
                       flush=True)
@@ -303,7 +351,8 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
         summary["first_output_after_fix_s"] = (summary["first_estimate_time_s"]
                                                - replayer.first_fix_time)
     summary.update({
-        "bag": str(bag), "filter": filter_name, "status": filter_.status.value,
+        "bag": str(bag), "inputs": options.profile, "filter": filter_name,
+        "status": filter_.status.value,
         "aiding": sorted(filter_.sources),
         "sources": {name: status.summary() for name, status in filter_.aid_status.items()},
         "counters": session.counts(), "wall_time_s": elapsed,
@@ -325,6 +374,22 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
     return summary
 
 
+def profile_inputs(options: InputOptions, topics: Topics) -> list[Input]:
+    """The profile's inputs on their bag topics: absolute names, the ``ros`` profile's
+    sensors on ``topics.imu``, ``fix``, ``vel``, the aiding topics of ``topics.aiding``."""
+    standard = {"imu": topics.imu, "fix": topics.fix, "velocity": topics.vel}
+    inputs: list[Input] = []
+    for item in build_profile(options).inputs:
+        if item.source is not None:
+            topic = topics.aiding.get(item.source, absolute(item.topic))
+        elif options.profile == "ros":
+            topic = standard[item.kind]
+        else:
+            topic = absolute(item.topic)
+        inputs.append(replace(item, topic=topic))
+    return inputs
+
+
 class _NullContext:
     def __enter__(self) -> None:
         return None
@@ -342,7 +407,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     "else the first fix; FLU body; covariances filled), /trident_ekf/gyro_bias, "
                     f"/trident_ekf/accel_bias and {DIAGNOSTICS_TOPIC} (as the live node), and "
                     "optionally a Markdown/JSON report with PNG plots against the reference "
-                    "odometry. Exit status: 0 done, 1 the bag lacks a needed topic, 2 usage "
+                    "odometry. Exit status: 0 done, 1 the bag lacks a needed topic or a type "
+                    "cannot be read, 2 usage "
                     "error or the output exists.")
     parser.add_argument("bag", type=Path,
                         help="input rosbag2 directory (e.g. from trident-import); its "
@@ -354,10 +420,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--force", action="store_true",
                         help="replace an existing --output bag (a directory with "
                              "metadata.yaml, or an empty one)")
-    parser.add_argument("--imu-topic", default=Topics.imu, help="sensor_msgs/Imu topic")
-    parser.add_argument("--fix-topic", default=Topics.fix, help="sensor_msgs/NavSatFix topic")
+    parser.add_argument("--inputs", choices=PROFILE_NAMES, default="ros",
+                        help="the vehicle interface the bag was recorded from, as the "
+                             "estimator node's 'inputs' parameter: ros (default: standard "
+                             "drivers, --imu-topic, --fix-topic, --vel-topic), mavros (the "
+                             "MAVROS topics imu/data_raw, global_position/raw/fix, "
+                             "global_position/raw/gps_vel, imu/static_pressure, imu/mag under "
+                             "--mavros-namespace) or px4 (PX4 uXRCE-DDS out/sensor_combined, "
+                             "out/vehicle_gps_position, out/vehicle_air_data, "
+                             "out/vehicle_magnetometer under --px4-namespace; px4_msgs types "
+                             "are read from the bag's own message definitions)")
+    parser.add_argument("--mavros-namespace", default=InputOptions.mavros_namespace,
+                        metavar="NS", help="namespace of the MAVROS topics with --inputs "
+                                           f"mavros (default {InputOptions.mavros_namespace})")
+    parser.add_argument("--px4-namespace", default=InputOptions.px4_namespace, metavar="NS",
+                        help="namespace of the PX4 uXRCE-DDS topics with --inputs px4 "
+                             f"(default {InputOptions.px4_namespace})")
+    parser.add_argument("--gnss-velocity-sigma", type=float, default=math.nan,
+                        metavar="M/S",
+                        help="sigma per axis, m/s, of GNSS velocities without a covariance "
+                             "(MAVROS' TwistStamped), as the node's gnss_velocity_sigma_mps "
+                             "(default: none, the GNSS noise model's speed accuracy applies)")
+    parser.add_argument("--imu-topic", default=Topics.imu,
+                        help=f"sensor_msgs/Imu topic with --inputs ros (default {Topics.imu})")
+    parser.add_argument("--fix-topic", default=Topics.fix,
+                        help="sensor_msgs/NavSatFix topic with --inputs ros (default "
+                             f"{Topics.fix})")
     parser.add_argument("--vel-topic", default=Topics.vel,
-                        help="geometry_msgs/TwistWithCovarianceStamped ENU velocity topic")
+                        help="geometry_msgs/TwistWithCovarianceStamped ENU velocity topic "
+                             f"with --inputs ros (default {Topics.vel})")
     parser.add_argument("--reference-topic", default=Topics.reference,
                         help="nav_msgs/Odometry reference (ENU 'map' at the first fix)")
     parser.add_argument("--filter", choices=["trident", "baseline"], default="trident",
@@ -393,7 +484,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="do not fuse this source although its topic is in the bag "
                              "(default: every one present: "
                              + ", ".join(f"{i.source} on /{i.topic} ({i.msgtype})"
-                                         for i in MESSAGE_INPUTS.values()) + ")")
+                                         for i in MESSAGE_INPUTS.values())
+                             + "; with --inputs mavros or px4 the barometer and magnetometer "
+                               "are read from the profile's topics)")
     parser.add_argument("--aid-topic", action="append", default=[], metavar="SOURCE=TOPIC",
                         help="read a source from another topic, e.g. barometer=/baro")
     parser.add_argument("--set", action="append", default=[], metavar="SOURCE.SETTING=VALUE",
@@ -421,8 +514,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     try:
         args.settings = parse_settings(args.set)
         args.aid_topics = dict(_pair(item, "--aid-topic") for item in args.aid_topic)
+        args.input_options = InputOptions(
+            args.inputs, args.mavros_namespace, args.px4_namespace,
+            velocity_sigma_mps=args.gnss_velocity_sigma)
     except ValueError as error:
         parser.error(str(error))
+    if args.inputs != "ros":
+        moved = [flag for flag, value, default in (
+            ("--imu-topic", args.imu_topic, Topics.imu), ("--fix-topic", args.fix_topic,
+                                                          Topics.fix),
+            ("--vel-topic", args.vel_topic, Topics.vel)) if value != default]
+        if moved:
+            parser.error(f"{', '.join(moved)} only apply to --inputs ros; the {args.inputs} "
+                         f"topics follow --{args.inputs}-namespace")
     if args.gnss_outage is not None and not (args.gnss_outage[0] >= 0.0
                                              and args.gnss_outage[1] > 0.0):
         parser.error(f"--gnss-outage needs START >= 0 and DURATION > 0 s, "
@@ -466,7 +570,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                                 args.vel_topic, args.reference_topic,
                                                 args.aid_topics),
                   args.filter, config, initializer, args.output_rate, args.report,
-                  args.force, aiding)
+                  args.force, aiding, args.input_options)
 
 
 def _pair(item: str, flag: str) -> tuple[str, str]:
