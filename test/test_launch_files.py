@@ -33,6 +33,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from mav_bringup.launch_support import rviz2_installed
+from mav_ros_common.parameters import flattened
 from mav_ros_common.resources import package_share
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,16 +119,6 @@ def coerce(text: str, value_type: str | None) -> Any:
         raise ValueError(f"{text!r} is not a bool")
     return value
 
-
-def flattened(parameters: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested parameter dicts as ROS names them (`group.name`)."""
-    flat = {}
-    for key, value in parameters.items():
-        if isinstance(value, dict):
-            flat |= flattened(value, f"{prefix}{key}.")
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 @dataclass

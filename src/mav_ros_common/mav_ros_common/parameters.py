@@ -377,3 +377,15 @@ def declare_parameters(node: Node, specs: Sequence[ParameterSpec],
     """Declare ``specs`` on ``node`` and validate them (``ParameterError``); see
     ``NodeParameters``."""
     return NodeParameters(node, specs, build)
+
+
+def flattened(parameters: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested parameter-file values (``a: {b: 1}``) under the names ROS gives them
+    (``a.b``)."""
+    flat: dict[str, Any] = {}
+    for key, value in parameters.items():
+        if isinstance(value, Mapping):
+            flat |= flattened(value, f"{prefix}{key}.")
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

@@ -25,7 +25,7 @@ from sensor_msgs.msg import Imu, NavSatFix, NavSatStatus
 from tf2_msgs.msg import TFMessage
 
 from mav_geometry import quaternion
-from mav_ros_common.parameters import ParameterError
+from mav_ros_common.parameters import ParameterError, flattened
 from mav_ros_common.stamps import from_ns as time_message
 from mav_ros_common.testing import wait_for as _wait_for
 from trident_ekf.core.earth import ecef_to_geodetic
@@ -292,19 +292,9 @@ def test_no_fix_outage_grows_the_position_sigma_then_gnss_recovers_it(flight):
     assert after < during
 
 
-def _flatten(tree: dict, prefix: str = "") -> dict:
-    """ROS parameter-file nesting ``a: {b: 1}`` as the parameter names ``a.b``."""
-    flat = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
 
 def test_parameter_file_declares_every_key(context):
-    parameters = _flatten(yaml.safe_load(CONFIG.read_text())["trident_ekf"]["ros__parameters"])
+    parameters = flattened(yaml.safe_load(CONFIG.read_text())["trident_ekf"]["ros__parameters"])
     generated = {spec.name for spec in aiding_specs()}
     # Every hand-written parameter is in the file; of each generated group (the GNSS
     # receiver and every aiding source) at least the switch, and nothing unknown.

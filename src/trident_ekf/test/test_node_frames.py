@@ -25,7 +25,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import Imu
 from tf2_msgs.msg import TFMessage
 
-from mav_ros_common.parameters import ParameterError
+from mav_ros_common.parameters import ParameterError, flattened
 from mav_ros_common.stamps import from_ns
 from mav_ros_common.testing import wait_for
 from trident_ekf.ros.estimator_node import EstimatorNode
@@ -183,20 +183,11 @@ def test_outage_parameters_reach_the_filter(context):
 
 
 # ----- config/estimator_live.yaml -------------------------------------------------------------
-def _flatten(tree: dict, prefix: str = "") -> dict:
-    flat = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
 
 def test_live_parameter_file_is_accepted_as_written(context):
     document = yaml.safe_load(LIVE_CONFIG.read_text())
     assert list(document) == ["trident_ekf"]
-    parameters = _flatten(document["trident_ekf"]["ros__parameters"])
+    parameters = flattened(document["trident_ekf"]["ros__parameters"])
     assert set(parameters) <= {spec.name for spec in SPECS}
     # The datum comes from the first good fix: no datum keys.
     assert not any(name.startswith("datum_") for name in parameters)
