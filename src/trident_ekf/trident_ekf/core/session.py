@@ -160,8 +160,10 @@ class EstimationSession:
         self.initializer = initializer
         self.gnss_receiver = gnss_receiver or GnssConfig()
         # The yaw estimator gets the velocity when the session pairs it: receiver-latency old.
-        self.yaw_estimator = YawEstimator(yaw_estimator or YawEstimatorConfig(
-            velocity_delay_s=self.gnss_receiver.delay_s))
+        yaw_config = yaw_estimator or YawEstimatorConfig()
+        if math.isnan(yaw_config.velocity_delay_s):
+            yaw_config = replace(yaw_config, velocity_delay_s=self.gnss_receiver.delay_s)
+        self.yaw_estimator = YawEstimator(yaw_config)
         self.datum = Datum(*datum) if datum is not None else None
         self.alignment = ""  # how the running filter started: static, in_motion, external
         self.yaw_source = ""  # where its initial yaw came from

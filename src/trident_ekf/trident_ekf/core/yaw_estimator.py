@@ -33,6 +33,7 @@ from numpy.typing import ArrayLike
 
 from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
+from trident_ekf.core.measurements.base import check_settings, setting
 
 GRAVITY = 9.80665  # m/s^2
 MAX_IMU_DT = 0.5  # s: longer IMU intervals are rejected
@@ -46,24 +47,6 @@ _IDENTITY = np.eye(3)
 # Rotation vector (row) @ _GENERATORS, reshaped to 3 x 3: its skew-symmetric matrix.
 _GENERATORS = np.array([[0, 0, 0, 0, 0, -1, 0, 1, 0], [0, 0, 1, 0, 0, 0, -1, 0, 0],
                         [0, -1, 0, 1, 0, 0, 0, 0, 0]], dtype=np.float64)
-
-
-def _check(name: str, value: float, low: float, high: float, unit: str,
-           low_open: bool = True, high_open: bool = False) -> None:
-    """ValueError naming the field, its value, the allowed range and the unit."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if ok:
-        ok = (value > low if low_open else value >= low) and (
-            value < high if high_open else value <= high)
-    if not ok:
-        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-        raise ValueError(f"YawEstimatorConfig.{name} = {value!r} is outside {interval} {unit}")
-
-
-def _check_count(name: str, value: int, low: int, high: int, unit: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"YawEstimatorConfig.{name} = {value!r} is outside [{low}, {high}] "
-                         f"({unit}, an integer)")
 
 
 @dataclass(frozen=True)
@@ -102,43 +85,56 @@ class YawEstimatorConfig:
         re-align quickly (a running mean of the accelerometer error instead of the
         complementary gain) with the acceleration known; the EKFs start this long after.
     velocity_delay_s: s, latency of the GNSS velocity: it is compared with each
-        hypothesis's velocity this long before the latest IMU sample (at most 1 s).
+        hypothesis's velocity this long before the latest IMU sample (at most 1 s; NaN:
+        the session's GNSS delay, 0 when the estimator is used alone).
     """
 
-    models: int = 5
-    gyro_noise: float = 0.25
-    accel_noise: float = 0.7
-    tilt_gain: float = 0.2
-    gyro_bias_gain: float = 0.01
-    min_speed_mps: float = 0.5
-    converged_sigma_rad: float = math.radians(15.0)
-    min_weight_updates: int = 10
-    weight_floor: float = 1e-5
-    innovation_gate: float = 5.0
-    accel_baseline_s: float = 0.5
-    max_velocity_gap_s: float = 1.5
-    align_time_s: float = 2.0
-    velocity_delay_s: float = 0.0
+    models: int = setting(5, "yaw hypotheses, spread evenly over the circle at the start",
+                          "count", 2, 64)
+    gyro_noise: float = setting(0.25, "gyro error per IMU sample in the yaw process noise "
+                                "(also covers the unestimated vertical gyro bias)", "rad/s",
+                                1e-6, 10.0)
+    accel_noise: float = setting(0.7, "horizontal specific-force error persisting over a "
+                                 "GNSS interval (tilt error x g, vibration)", "m/s^2", 1e-6,
+                                 100.0)
+    tilt_gain: float = setting(0.2, "AHRS tilt correction rate from the accelerometer", "1/s",
+                               1e-6, 10.0)
+    gyro_bias_gain: float = setting(0.01, "AHRS integral gain learning the horizontal gyro "
+                                    "bias (0: off)", "1/s^2", 0.0, 10.0)
+    min_speed_mps: float = setting(0.5, "horizontal GNSS speed below which the weights are "
+                                   "left alone", "m/s", 0.0, 100.0)
+    converged_sigma_rad: float = setting(math.radians(15.0), "yaw sigma below which the yaw "
+                                         "counts as converged", "rad", 1e-6, math.pi)
+    min_weight_updates: int = setting(10, "weight updates (moving) needed before "
+                                      "convergence", "count", 0, 10**6)
+    weight_floor: float = setting(1e-5, "lower bound of each normalised weight (below "
+                                  "0.5 / models)", "", 0.0, 0.25)
+    innovation_gate: float = setting(5.0, "velocity innovations are shortened to this before "
+                                     "they correct a hypothesis", "sigma", 1e-3, 1000.0)
+    accel_baseline_s: float = setting(0.5, "shortest span of GNSS velocities differenced into "
+                                      "the horizontal acceleration", "s", 0.0, 60.0)
+    max_velocity_gap_s: float = setting(1.5, "GNSS velocities further apart are not "
+                                        "differenced (at least accel_baseline_s)", "s", 0.0,
+                                        60.0)
+    align_time_s: float = setting(2.0, "fast tilt re-alignment once the acceleration is "
+                                  "known; the hypotheses start this long after", "s", 0.0,
+                                  600.0)
+    velocity_delay_s: float = setting(math.nan, "GNSS velocity latency; NaN: the estimator's "
+                                      "gnss.delay_s (0 when used alone)", "s", 0.0, 1.0,
+                                      allow_nan=True)
 
     def __post_init__(self) -> None:
-        _check_count("models", self.models, 2, 64, "hypotheses")
-        _check_count("min_weight_updates", self.min_weight_updates, 0, 10**6,
-                     "velocity updates")
-        _check("gyro_noise", self.gyro_noise, 0.0, 10.0, "rad/s")
-        _check("accel_noise", self.accel_noise, 0.0, 100.0, "m/s^2")
-        _check("tilt_gain", self.tilt_gain, 0.0, 10.0, "1/s")
-        _check("gyro_bias_gain", self.gyro_bias_gain, 0.0, 10.0, "1/s^2", low_open=False)
-        _check("min_speed_mps", self.min_speed_mps, 0.0, 100.0, "m/s", low_open=False)
-        _check("converged_sigma_rad", self.converged_sigma_rad, 0.0, math.pi, "rad")
-        _check("weight_floor", self.weight_floor, 0.0, 0.5 / self.models,
-               "(dimensionless; the upper bound is 0.5 / models)", low_open=False,
-               high_open=True)
-        _check("innovation_gate", self.innovation_gate, 0.0, 1000.0, "sigma")
-        _check("accel_baseline_s", self.accel_baseline_s, 0.0, 60.0, "s", low_open=False)
-        _check("max_velocity_gap_s", self.max_velocity_gap_s, self.accel_baseline_s, 60.0,
-               "s (from accel_baseline_s)")
-        _check("align_time_s", self.align_time_s, 0.0, 600.0, "s", low_open=False)
-        _check("velocity_delay_s", self.velocity_delay_s, 0.0, 1.0, "s", low_open=False)
+        check_settings(self)
+        for name in ("models", "min_weight_updates"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be an integer count, got {value!r}")
+        if not self.weight_floor < 0.5 / self.models:
+            raise ValueError(f"weight_floor must be below 0.5 / models = "
+                             f"{0.5 / self.models:g}, got {self.weight_floor!r}")
+        if not self.max_velocity_gap_s >= self.accel_baseline_s:
+            raise ValueError(f"max_velocity_gap_s must be at least accel_baseline_s "
+                             f"({self.accel_baseline_s} s), got {self.max_velocity_gap_s!r}")
 
 
 def _vector(value: ArrayLike, name: str, unit: str) -> tuple[float, float, float]:
@@ -168,6 +164,8 @@ class YawEstimator:
 
     def __init__(self, config: YawEstimatorConfig = YawEstimatorConfig()) -> None:
         self.config = config
+        delay = config.velocity_delay_s
+        self._delay = delay if math.isfinite(delay) else 0.0  # s
         self.rejected: dict[str, int] = {"imu_dt": 0, "imu_nonfinite": 0,
                                          "velocity_nonfinite": 0, "velocity_sigma": 0}
         n = config.models
@@ -461,7 +459,7 @@ class YawEstimator:
             span = now - then
             # The difference belongs to the middle of the span, ``lag`` ago: turn it by
             # the yaw the vehicle turned since (the acceleration of a coordinated turn).
-            lag = self.config.velocity_delay_s + 0.5 * span
+            lag = self._delay + 0.5 * span
             turned = sum(angle for stamp, angle in self._turns if stamp > now - lag)
             c, s = math.cos(turned), math.sin(turned)
             east_rate, north_rate = (east - east0) / span, (north - north0) / span
@@ -490,7 +488,7 @@ class YawEstimator:
         jacobian[:, 0, 2], jacobian[:, 1, 2] = -north, east
         self._covariance[:] = (jacobian @ self._covariance @ jacobian.transpose(0, 2, 1)
                                + self._yaw_noise * self._window_dt2)
-        delay = self.config.velocity_delay_s
+        delay = self._delay
         if delay > 0.0:
             recent = self._recent
             recent.append((self._clock, dv_enu[:, :2].copy()))

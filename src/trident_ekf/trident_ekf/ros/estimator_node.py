@@ -108,7 +108,8 @@ class EstimatorNode(Node):
         filter_ = FILTERS[values["filter"]](settings.filter_config,
                                             build_sources(settings.aiding))
         self.session = EstimationSession(filter_, settings.initializer, settings.datum,
-                                         settings.imu_rotation, settings.gnss_receiver)
+                                         settings.imu_rotation, settings.gnss_receiver,
+                                         settings.yaw_estimator)
         self._schedule = OutputSchedule(values["output_rate_hz"])
         self._announced = False
         self._odometry = self.create_publisher(Odometry, "trident_ekf/odometry", RELIABLE_10)

@@ -3,7 +3,8 @@
 Read-only (the filter and its inputs are built from them): ``filter``, the GNSS bias model
 (``gnss_bias_sigma_*``, ``gnss_bias_correlation_time``: they size the state), every
 initialization parameter (used once, when the filter starts), ``imu_rotation_xyzw``, the
-map datum, the GNSS noise model ``gnss.*`` and every aiding source's ``<source>.enabled``
+map datum, the GNSS noise model ``gnss.*``, the yaw estimator's ``yaw_estimator.*`` and
+every aiding source's ``<source>.enabled``
 and ``<source>.<setting>`` (one group per source registered in ``core.measurements``,
 generated from its config dataclass: units and ranges come from there),
 ``subscribe_initial_pose``, and the input profile (``inputs``, ``mavros_namespace``,
@@ -39,6 +40,7 @@ from trident_ekf.core.initialization import Initializer
 from trident_ekf.core.measurements import REGISTRY
 from trident_ekf.core.measurements.base import configure
 from trident_ekf.core.measurements.gnss import GnssConfig
+from trident_ekf.core.yaw_estimator import YawEstimatorConfig
 
 FILTERS: dict[str, type[ErrorStateFilter]] = {"trident": TridentEKF, "baseline": BaselineESKF}
 _DEFAULTS = FilterConfig()
@@ -225,9 +227,9 @@ def config_specs(prefix: str, config_class: type[Any]) -> list[ParameterSpec]:
 
 
 def aiding_specs() -> list[ParameterSpec]:
-    """``gnss.*`` and, per registered optional source, ``<source>.enabled`` and its
-    settings."""
-    specs = config_specs("gnss", GnssConfig)
+    """``gnss.*``, ``yaw_estimator.*`` and, per registered optional source,
+    ``<source>.enabled`` and its settings."""
+    specs = config_specs("gnss", GnssConfig) + config_specs("yaw_estimator", YawEstimatorConfig)
     for name, registration in REGISTRY.items():
         specs.append(ParameterSpec(f"{name}.enabled", False, f"fuse the {name} aiding source "
                                    "(subscribing to its topic if it has one)", read_only=True))
@@ -250,6 +252,7 @@ class EstimatorSettings:
     imu_rotation: NDArray[np.float64] | None
     gnss_receiver: GnssConfig
     aiding: dict[str, Any]  # enabled optional source -> its config (``build_sources``)
+    yaw_estimator: YawEstimatorConfig = field(default_factory=YawEstimatorConfig)
     frames: tuple[str, str] = ("map", "base_link")  # (world frame, base_frame): ``frames``
     inputs: InputOptions = field(default_factory=InputOptions)  # ``input_options``
 
@@ -275,9 +278,11 @@ def estimator_settings(values: Values) -> EstimatorSettings:
     gnss_receiver = _build("gnss", configure, GnssConfig, _group(values, "gnss"))
     aiding = {name: _build(name, configure, registration.config, _group(values, name))
               for name, registration in REGISTRY.items() if values[f"{name}.enabled"]}
+    yaw_estimator = _build("yaw_estimator", configure, YawEstimatorConfig,
+                           _group(values, "yaw_estimator"))
     return EstimatorSettings(config, initializer, _datum(values),
                              _imu_rotation(values["imu_rotation_xyzw"]), gnss_receiver, aiding,
-                             frames=frames(values), inputs=input_options(values))
+                             yaw_estimator, frames=frames(values), inputs=input_options(values))
 
 
 def input_options(values: Values) -> InputOptions:
