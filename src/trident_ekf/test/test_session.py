@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mav_geometry import quaternion
-from trident_ekf.core import FilterConfig, TridentEKF
+from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
 from trident_ekf.core.earth import ecef_to_geodetic
 from trident_ekf.core.initialization import Initializer
 from trident_ekf.core.session import EstimationSession, OutputSchedule
@@ -262,3 +262,37 @@ def test_replay_session_feeds_the_shared_session_from_messages(data):
         assert np.array_equal(ours[name], theirs[name]), name
     accepted = [row for row in replay.series.nis if row[3]]  # (time, NIS, dof, accepted)
     assert len(accepted) == direct.counts()["gnss_position_accepted"] > 0
+
+
+@pytest.mark.parametrize("filter_class", [TridentEKF, BaselineESKF])
+def test_set_pose_gives_back_the_pose_and_covariance_it_was_given(filter_class):
+    """The estimate right after set_pose is the pose, and its pose covariance (ENU position,
+    rotation about the ENU axes) is the one given: the congruences in and out agree."""
+    session = EstimationSession(filter_class(FilterConfig()), make_initializer(),
+                                datum=(47.0, 8.0, 400.0))
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(6, 6))
+    covariance = A @ A.T * 0.01 + np.diag([1.0, 2.0, 0.5, 1e-3, 2e-3, 4e-3])
+    q = quaternion.from_rotation_vector([0.1, -0.2, 1.3])
+    session.set_pose(10**9, [5.0, -3.0, 2.0], q, covariance, velocity_enu=[1.0, 0.5, 0.0])
+    estimate = session.estimate()
+    assert session.phase == "running"
+    np.testing.assert_allclose(estimate["position"], [5.0, -3.0, 2.0], atol=1e-6)
+    np.testing.assert_allclose(estimate["velocity"], [1.0, 0.5, 0.0], atol=1e-9)
+    assert abs(float(np.dot(estimate["attitude"], q))) == pytest.approx(1.0, abs=1e-12)
+    np.testing.assert_allclose(estimate["pose_cov"], covariance, rtol=1e-9, atol=1e-12)
+
+
+def test_set_pose_and_set_datum_refuse_what_they_cannot_use():
+    session = make_session()
+    with pytest.raises(ValueError, match="no map datum yet"):
+        session.set_pose(0, [0, 0, 0], [0, 0, 0, 1], np.eye(6))
+    session.set_datum(47.0, 8.0, 400.0)
+    with pytest.raises(ValueError, match="positive definite"):
+        session.set_pose(0, [0, 0, 0], [0, 0, 0, 1], -np.eye(6))
+    with pytest.raises(ValueError, match="finite"):
+        session.set_pose(0, [0, math.nan, 0], [0, 0, 0, 1], np.eye(6))
+    with pytest.raises(ValueError, match="out of range"):
+        session.set_datum(91.0, 8.0, 400.0)
+    assert session.resets == {"reset": 0, "set_pose": 0, "set_datum": 1, "yaw": 0}
+    assert session.phase == "waiting_for_data"

@@ -37,7 +37,6 @@ from trident_ekf.core.filter import (
 from trident_ekf.core.initialization import (
     Initializer,
     MotionAttitude,
-    enu_to_ecef,
     wrap,
     yaw_of,
 )
@@ -92,6 +91,11 @@ class Datum:
         rotation matrix back costs more than the rest of an output)."""
         q = np.array(multiply(self._ecef_to_enu_quaternion, q_body_to_ecef.tolist()))
         return -q if q[3] < 0.0 else q
+
+    def attitude_ecef(self, q_body_to_enu: FloatArray) -> FloatArray:
+        """q body->ECEF of a q body->ENU in this map frame (the inverse of attitude_enu)."""
+        x, y, z, w = self._ecef_to_enu_quaternion
+        return np.array(multiply((-x, -y, -z, w), q_body_to_enu.tolist()))
 
     def position_enu(self, p_ecef: FloatArray) -> FloatArray:
         """ENU coordinates (m): the tangent-plane rotation of p - origin (as ecef2enu)."""
@@ -172,6 +176,7 @@ class EstimationSession:
         self.resets = {"reset": 0, "set_pose": 0, "set_datum": 0, "yaw": 0}
         self.events: list[str] = []
         self._local_rotation = self.datum.enu_to_ecef if self.datum is not None else None
+        self._fix_seen = False  # a usable fix has come (phase)
         self._rotation = None if imu_rotation is None else np.asarray(imu_rotation, dtype=float)
         optional = [name for name in filter_.sources if name not in GNSS_SOURCES]
         self.received = dict.fromkeys((*INPUTS, *optional), 0)
@@ -207,7 +212,7 @@ class EstimationSession:
         """waiting_for_data, aligning or running (see the class docstring)."""
         if self.filter.initialized:
             return "running"
-        if self._last_imu == -math.inf or self._local_rotation is None:
+        if self._last_imu == -math.inf or not self._fix_seen:
             return "waiting_for_data"
         return "aligning"
 
@@ -263,7 +268,7 @@ class EstimationSession:
             t = max(t, filter_.time)  # a pose for the past applies now: no rewind over it
         position = datum.origin + R @ p_enu
         q_enu = q_enu / np.linalg.norm(q_enu)
-        filter_.initialize(t, enu_to_ecef(q_enu, position), v, position,
+        filter_.initialize(t, datum.attitude_ecef(q_enu), v, position,
                            self.initializer.sigmas, filter_.gyro_bias, filter_.accel_bias)
         P = filter_.conventional_covariance()
         if previous is not None:
@@ -349,6 +354,7 @@ class EstimationSession:
         self._flush_gnss(t)
         rotation = enu_to_ecef_rotation(latitude_deg, longitude_deg)
         self._local_rotation = rotation
+        self._fix_seen = True
         if self._fix is not None:  # a second fix of the same epoch replaces the first
             self.rejected["fix_superseded"] += 1
         position = geodetic_to_ecef(latitude_deg, longitude_deg, height_m)
