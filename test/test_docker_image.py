@@ -7,14 +7,14 @@ files read copied to where they look for it.
 """
 
 import ast
-import importlib.util
 import json
 import os
 import re
 import shlex
-import sys
 from pathlib import Path, PurePosixPath
 from types import ModuleType
+
+from mav_ros_common.testing import module_from_file
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "docker" / "Dockerfile"
@@ -29,15 +29,7 @@ BRINGUP = "mav_bringup"
 
 
 def _load_sibling(name: str) -> ModuleType:
-    # By path: pytest runs with --import-mode=importlib, so test/ is not on sys.path.
-    # Registered before running so that dataclasses can resolve their module.
-    spec = importlib.util.spec_from_file_location(f"_sibling_{name}", ROOT / "test" / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return module_from_file(ROOT / "test" / f"{name}.py", f"_sibling_{name}")
 
 
 launch_reader = _load_sibling("test_launch_files")

@@ -24,9 +24,7 @@ estimate (``DURATION_S``), about 60-70 s of wall time on a loaded 2-core machine
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,6 +39,7 @@ from mav_bringup.graph.metrics import EstimateErrors, estimate_errors
 from mav_bringup.graph.runner import SIMULATOR, RunOptions
 from mav_bringup.graph.series import RunSeries
 from mav_ros_common.resources import find_named_file
+from mav_ros_common.testing import module_from_file
 from variational_sim.vehicle_sim.simulator import SimulatorConfig, VehicleSimulator
 
 WORKSPACE_TESTS = Path(__file__).resolve().parents[3] / "test"
@@ -49,14 +48,7 @@ WORKSPACE_TESTS = Path(__file__).resolve().parents[3] / "test"
 def _workspace_test_module(name: str) -> ModuleType:
     """A module of the workspace-level tests (``test/<name>.py``), loaded by path: the DDS
     graph helpers live there, and test folders are not packages."""
-    spec = importlib.util.spec_from_file_location(f"workspace_test_{name}",
-                                                  WORKSPACE_TESTS / f"{name}.py")
-    if spec is None or spec.loader is None:
-        raise ImportError(f"no test/{name}.py in {WORKSPACE_TESTS}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
+    return module_from_file(WORKSPACE_TESTS / f"{name}.py", f"workspace_test_{name}")
 
 
 _peers = _workspace_test_module("conftest")

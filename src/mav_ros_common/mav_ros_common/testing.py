@@ -1,4 +1,5 @@
-"""Helpers for tests that run nodes over real DDS: a private rclpy context and bounded waits.
+"""Helpers for tests that run nodes over real DDS: a private rclpy context and bounded waits;
+and loading a sibling test file as a module.
 
 ``private_context`` puts the context on a random DDS domain limited to this host, so test
 runs on one machine (parallel CI jobs, a developer's live graph) never see each other.
@@ -6,11 +7,15 @@ runs on one machine (parallel CI jobs, a developer's live graph) never see each 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import rclpy
@@ -53,3 +58,16 @@ def wait_for(condition: Callable[[], Any], what: str, timeout: float = WAIT,
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(poll)
+
+
+def module_from_file(path: Path, name: str) -> ModuleType:
+    """Load a Python file as module ``name`` (test folders are not packages, and pytest runs
+    with --import-mode=importlib): registered in ``sys.modules`` before it runs, because
+    dataclasses look their module up there while it loads. ImportError if there is none."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path} as a module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

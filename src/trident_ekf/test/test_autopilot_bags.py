@@ -36,6 +36,7 @@ from rosbags.interfaces import Nodetype
 from rosbags.typesys import get_types_from_msg
 
 from mav_ros_common.parameters import ParameterError
+from mav_ros_common.testing import module_from_file
 from mav_ros_common.testing import wait_for as _wait_for
 from trident_ekf.adapters import InputOptions, build_profile, deliver, mavros, px4
 from trident_ekf.core import FilterConfig, TridentEKF
@@ -328,13 +329,7 @@ def test_bag_messages_through_the_adapters_give_the_same_session(bags: dict[str,
 # ----- over DDS -----------------------------------------------------------------------------
 def launch_reader() -> Any:
     """test/test_launch_files.py, which reads launch files as ``ros2 launch`` would."""
-    spec = importlib.util.spec_from_file_location("launch_file_checks", LAUNCH_TEST)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return module_from_file(LAUNCH_TEST, "launch_file_checks")
 
 
 @pytest.fixture(scope="module")

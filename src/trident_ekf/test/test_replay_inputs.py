@@ -9,9 +9,7 @@ standard types only: its px4_msgs types come from the definitions stored in the 
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from collections import deque
 from pathlib import Path
 from types import ModuleType
@@ -20,6 +18,7 @@ from typing import Any
 import pytest
 from rosbags.typesys import Stores, get_typestore
 
+from mav_ros_common.testing import module_from_file
 from trident_ekf.tools import bagio, replay
 from trident_ekf.tools.flightlog import read_log, write_bag
 
@@ -49,14 +48,7 @@ SAME = ("status", "imu_messages", "counters", "sources", "aiding", "alignment", 
 
 def autopilot_bags() -> ModuleType:
     """test_autopilot_bags.py, whose bag writers these tests use."""
-    spec = importlib.util.spec_from_file_location("autopilot_bag_writers",
-                                                  HERE / "test_autopilot_bags.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return module_from_file(HERE / "test_autopilot_bags.py", "autopilot_bag_writers")
 
 
 def completed(bag: Path, standard: Path, counterparts: dict[str, str | None],
