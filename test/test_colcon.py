@@ -10,10 +10,11 @@ colcon crawls is checked too) into a temporary build, install and log space, the
   `share/mav_bringup/`, every node executable the launch files start is where launch_ros
   looks (`lib/<package>/<executable>`), and `ament_index_python` plus the suite's own lookup
   resolve them from the sourced install;
-- `colcon test` runs, per package, exactly the tests `pytest` collects for it, none skipped,
-  none failed, and no package runs zero tests. An interface package is no exception: its
-  suite (registered with ament_add_test) checks the generated types it installed, and
-  colcon runs it through ctest.
+- `colcon test` finds, per package, exactly the tests `pytest` collects for it, and no
+  package has zero tests. It runs the fast suites in full (mav_ros_common, and the
+  interface package, whose suite, registered with ament_add_test, checks the generated
+  types it installed and runs through ctest): none skipped, none failed. The other suites
+  it collects from the install; they run once, in the same pytest session as this test.
 
 The build runs as in the activated venv, with the venv as the ament and CMake underlay (the
 PyPI wheels of ament_cmake, rosidl and the message packages), and passes the interface
@@ -44,8 +45,8 @@ INTERFACE_PACKAGES = {p.parent.name for p in (ROOT / "src").glob("*/CMakeLists.t
 BRINGUP = "mav_bringup"
 VENV_BIN = Path(sys.executable).parent
 VENV = Path(sys.prefix)
-# `colcon test` runs every package's suite once more: minutes, not the default 300 s.
-pytestmark = pytest.mark.timeout(1800)
+# A colcon build with an interface package, then `colcon test`: minutes, not the default 300 s.
+pytestmark = pytest.mark.timeout(1200)
 
 
 def _clean_environment() -> dict[str, str]:
@@ -152,46 +153,83 @@ def test_every_launched_executable_is_where_launch_ros_looks(workspace: Path) ->
     assert _run(f"{mav_sim} --help", workspace).stdout.startswith("usage: mav-sim")
 
 
+COLCON_RUNS = frozenset({"mav_ros_common", *INTERFACE_PACKAGES})
+"""Packages whose suites `colcon test` runs in full here: seconds, and enough to prove that
+colcon runs, counts and reports pytest and ctest suites from the install. The other suites
+run in this pytest session itself (minutes: running them twice would double CI); colcon
+collects them from the install, which imports every test module, conftest and fixture."""
+_COLLECTED = re.compile(r"^(\d+) tests? collected(.*)$", re.MULTILINE)
+
+
+def _collected_count(output: str, what: str) -> int:
+    """The test count of a `pytest --collect-only -q` run; fails on collection errors or
+    module-level skips (reported after the count)."""
+    match = _COLLECTED.search(output)
+    assert match, f"{what}: no collection summary in\n{output[-2000:]}"
+    assert "error" not in match.group(2) and "skipped" not in match.group(2), match.group(0)
+    return int(match.group(1))
+
+
 def _collected(package: str) -> int:
-    """Number of tests pytest collects for one package's test folder."""
+    """Number of tests pytest collects for one package's test folder in the source tree."""
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
          str(ROOT / "src" / package / "test")],
         cwd=ROOT, env=_clean_environment(), capture_output=True, text=True, check=False)
-    match = re.search(r"^(\d+) tests? collected", result.stdout, re.MULTILINE)
-    assert match, f"pytest --collect-only {package}:\n{result.stdout[-2000:]}{result.stderr}"
-    return int(match.group(1))
+    return _collected_count(result.stdout + result.stderr, f"pytest --collect-only {package}")
 
 
-def test_colcon_test_runs_every_package_suite(workspace: Path) -> None:
-    _run(f"colcon --log-base {workspace / 'log'} test {_spaces(workspace)} "
-         f"--test-result-base {workspace / 'results'} --executor sequential "
-         # Reproducible property tests, as tools/test runs them in CI.
-         "--pytest-args ' --hypothesis-profile=ci' --event-handlers console_direct-", workspace)
-    rows = []
-    for package in PACKAGES:
-        # JUnit files: pytest.xml from colcon's pytest step (ament_python), one
-        # <test>.xunit.xml per ament_add_test (ament_cmake; ctest's own Test.xml is
-        # below, in Testing/).
-        name = "*.xunit.xml" if package in INTERFACE_PACKAGES else "pytest.xml"
-        reports = sorted((workspace / "results" / package).glob(name))
-        assert reports, f"colcon test wrote no result for {package}"
-        counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
-        for report in reports:
-            root = ElementTree.parse(report).getroot()
-            suite = root if root.tag == "testsuite" else root.find("testsuite")
-            assert suite is not None
-            for key in counts:
-                counts[key] += int(suite.get(key, "0"))
-        rows.append((package, counts["tests"], _collected(package), counts))
+def _colcon_test(workspace: Path, packages: list[str], pytest_args: str) -> dict[str, str]:
+    """`colcon test` of `packages`, one after the other; each package's console output."""
+    output = _run(
+        f"colcon --log-base {workspace / 'log'} test {_spaces(workspace)} "
+        f"--test-result-base {workspace / 'results'} --executor sequential "
+        # Selected by path: colcon-package-selection is not among the pinned tools.
+        f"--paths {' '.join(str(ROOT / 'src' / package) for package in packages)} "
+        f"--event-handlers console_direct+ console_start_end+ "
+        # Reproducible property tests, as tools/test runs them in CI.
+        f"--pytest-args ' --hypothesis-profile=ci'{pytest_args}", workspace).stdout
+    # Sequential: each package's output lies between its start and end lines.
+    parts = re.split(r"^Starting >>> (\S+)$", output, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def _junit_counts(workspace: Path, package: str) -> dict[str, int]:
+    """Totals of the JUnit files `colcon test` wrote for a package: pytest.xml from colcon's
+    pytest step (ament_python), one <test>.xunit.xml per ament_add_test (ament_cmake)."""
+    name = "*.xunit.xml" if package in INTERFACE_PACKAGES else "pytest.xml"
+    reports = sorted((workspace / "results" / package).glob(name))
+    assert reports, f"colcon test wrote no result for {package}"
+    counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+    for report in reports:
+        root = ElementTree.parse(report).getroot()
+        suite = root if root.tag == "testsuite" else root.find("testsuite")
+        assert suite is not None
+        for key in counts:
+            counts[key] += int(suite.get(key, "0"))
+    return counts
+
+
+def test_colcon_test_runs_or_collects_every_package_suite(workspace: Path) -> None:
+    ran = sorted(COLCON_RUNS)
+    collected_only = [package for package in PACKAGES if package not in COLCON_RUNS]
+    _colcon_test(workspace, ran, "")
+    collection = _colcon_test(workspace, collected_only, " --collect-only -q")
     print("\npackage                colcon test   pytest --collect-only")
-    for package, ran, collected, _ in rows:
-        print(f"{package:<22} {ran:>11}   {collected:>21}")
-    for package, ran, collected, counts in rows:
-        assert ran > 0, f"colcon test ran no test of {package}"
-        assert ran == collected, f"{package}: colcon ran {ran}, pytest collects {collected}"
-        assert counts["failures"] == counts["errors"] == 0, f"{package}: {counts}"
-        assert counts["skipped"] == 0, f"{package}: {counts['skipped']} skipped"
+    for package in PACKAGES:
+        if package in COLCON_RUNS:
+            counts = _junit_counts(workspace, package)
+            count = counts["tests"]
+            assert counts["failures"] == counts["errors"] == 0, f"{package}: {counts}"
+            assert counts["skipped"] == 0, f"{package}: {counts['skipped']} skipped"
+        else:
+            assert package in collection, f"colcon test did not start {package}"
+            count = _collected_count(collection[package], f"colcon test {package}")
+        expected = _collected(package)
+        print(f"{package:<22} {count:>11}   {expected:>21}"
+              f"{'' if package in COLCON_RUNS else '   (collected)'}")
+        assert count > 0, f"colcon test found no test of {package}"
+        assert count == expected, f"{package}: colcon {count}, pytest collects {expected}"
     result = _run(f"colcon test-result --test-result-base {workspace / 'results'}", workspace,
                   check=False)
     assert result.returncode == 0, result.stdout

@@ -455,7 +455,9 @@ def test_separate_processes_close_the_loop_over_dds(
     assert len(series.reference), received
     assert series.truth.position[:, 2].max() > 0.5 * series.reference.position[:, 2].max() > 0.0
     assert summary["tracking_rms_m"] < MAX_TRACKING_RMS_M, summary
-    # The loop ran on the estimate, which was there for the whole flight.
+    # The simulator held t = 0 until the estimator and the controller were connected, so the
+    # loop ran on the estimate, which was there for the whole flight.
+    assert "starting without" not in graph.simulator.stderr_path.read_text(errors="replace")
     low, _ = expected_count(ESTIMATE_RATE_HZ, DDS_DURATION_S - ESTIMATOR_START_S)
     assert len(series.estimate) >= low
 
@@ -600,9 +602,9 @@ def _time_message(nanoseconds: int) -> Any:
 
 class BadInput:
     """Publishes one of each kind of bad message into the live graph, right after the next
-    controller command: stamped just after it, so each is rejected for its content and not
-    for its stamp, and before the controller's next command (10 ms later), which it must not
-    disturb."""
+    controller command: stamped just after it and before the controller's next command (10 ms
+    later), which it must not disturb. The simulator counts a malformed command for its
+    content even when it arrives after that next command (a loaded machine)."""
 
     def __init__(self, node: Any) -> None:
         from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data

@@ -303,7 +303,7 @@ SIMULATOR_READ_ONLY = {
     "gnss_latency_s": 0.1, "gnss_antenna_position": [0.0, 0.0, 0.1],
 }
 SIMULATOR_DYNAMIC: dict[str, Any] = {
-    "duration_s": 3600.0, "lockstep": False, "lockstep_timeout_s": 0.5,
+    "duration_s": 3600.0, "start_wait_s": 2.0, "lockstep": False, "lockstep_timeout_s": 0.5,
     "real_time_factor": 0.5, "ground_truth_rate_hz": 50.0, "markers_rate_hz": 20.0,
     "diagnostics_rate_hz": 2.0, "marker_length_per_newton": 0.1,
     "imu_gyro_noise_density": 0.002, "imu_accel_noise_density": 0.05,
@@ -332,7 +332,8 @@ def simulator_state(node: Any) -> dict[str, Any]:
     rate = simulator.config.physics_rate_hz
     settings = node._settings
     return {
-        "duration_s": node.duration_s, "lockstep": node.lockstep,
+        "duration_s": node.duration_s, "start_wait_s": node.start_wait_s,
+        "lockstep": node.lockstep,
         "lockstep_timeout_s": node.lockstep_timeout_s, "real_time_factor": node._pace,
         "ground_truth_rate_hz": rate / settings.truth_every,
         "markers_rate_hz": rate / settings.markers_every,

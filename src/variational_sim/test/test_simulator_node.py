@@ -149,6 +149,47 @@ def test_lockstep_waits_for_a_command_stamped_at_the_boundary(graph):
     assert simulator.lockstep_timeouts == 0
 
 
+def test_start_waits_for_the_graph_to_connect_then_for_at_most_start_wait_s(context):
+    simulator = SimulatorNode(context=context, parameter_overrides=[
+        Parameter("start_wait_s", value=60.0), Parameter("real_time_factor", value=0.0),
+        Parameter("lockstep_timeout_s", value=60.0)])
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(simulator)
+    probe: Probe | None = None
+    try:
+        for _ in range(20):  # nobody listens yet: t = 0 is held
+            executor.spin_once(timeout_sec=0.01)
+            assert not simulator.advance()
+        assert simulator.waiting_to_start
+        assert simulator.sim_time == 0.0
+        probe = Probe(context)  # an IMU subscriber and a command publisher appear
+        executor.add_node(probe.node)
+        spin_until(executor, simulator.advance, "the start once the probe is matched")
+        assert not simulator.waiting_to_start
+        probe.command(0.01, [0.0] * 4)
+        spin_until(executor, lambda: len(probe.imu) >= 2, "the first IMU samples")
+        # Nothing published before the subscriber was there: it sees the first sample.
+        assert stamps.to_ns(probe.imu[0].header.stamp) == 5_000_000
+    finally:
+        executor.shutdown()
+        if probe is not None:
+            probe.node.destroy_node()
+        simulator.destroy_node()
+
+
+def test_start_goes_on_alone_after_start_wait_s(context):
+    simulator = SimulatorNode(context=context, parameter_overrides=[
+        Parameter("start_wait_s", value=0.3), Parameter("real_time_factor", value=0.0),
+        Parameter("lockstep", value=False)])
+    try:
+        assert not simulator.advance()
+        time.sleep(0.3)
+        assert simulator.advance()
+        assert simulator.sim_time == pytest.approx(0.01)
+    finally:
+        simulator.destroy_node()
+
+
 def test_published_clock_imu_ground_truth_and_static_frames(graph):
     simulator, probe, executor = graph
     for k in range(1, 4):
@@ -194,6 +235,10 @@ def test_malformed_commands_are_counted_and_the_node_keeps_running(graph):
                and counted()["unknown_joint"] == 1, "the bad commands to be counted")
     probe.command(0.001, [600.0] * 4)  # stamp going backwards
     spin_until(executor, lambda: counted()["stamp_backwards"] == 1, "the old stamp")
+    # Malformed and old: counted for its content, which is what a user needs to fix.
+    probe.command(0.0015, [600.0] * 3)
+    spin_until(executor, lambda: counted()["missing_rotor"] == 2, "the old malformed command")
+    assert counted()["stamp_backwards"] == 1
     assert simulator.simulator.motors.commands == [0.0] * 4
     probe.command(0.01, [600.0] * 4)
     spin_until(executor, lambda: not simulator.waiting_for_command, "a good command")

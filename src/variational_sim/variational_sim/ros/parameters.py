@@ -5,7 +5,7 @@ Read-only (the simulator is built from them): ``vehicle_file``, ``integrator``,
 spacing), ``datum``, the IMU and GNSS rates, ``gnss_latency_s`` and the sensor mounts
 (``imu_mount_*``, ``gnss_antenna_position``; /tf_static carries them).
 
-Dynamic: the run (``duration_s``, ``lockstep``, ``lockstep_timeout_s``,
+Dynamic: the run (``duration_s``, ``start_wait_s``, ``lockstep``, ``lockstep_timeout_s``,
 ``real_time_factor``), the output rates (ground truth, markers, diagnostics: each must still
 divide the physics rate), ``marker_length_per_newton``, the IMU and GNSS error models
 (noise, bias walk and instability, turn-on sigmas, correlation times, ranges, outage
@@ -49,6 +49,9 @@ SPECS: tuple[ParameterSpec, ...] = (
                   length=3, read_only=True),
     ParameterSpec("initial_yaw", 0.0, "start heading about map z", "rad", -2.0 * math.pi,
                   2.0 * math.pi, read_only=True),
+    ParameterSpec("start_wait_s", 0.0, "wall time to hold t = 0 until the IMU has a subscriber "
+                  "and, with lockstep, the actuator commands a publisher; 0 = start at once",
+                  "s", 0.0, 3600.0),
     ParameterSpec("lockstep", True, "wait at each lock-step boundary for an actuator command"),
     ParameterSpec("lockstep_period_s", 0.01, "lock-step boundary period; a multiple of the "
                   "physics step and of the IMU period", "s", 1e-4, 1.0, read_only=True),

@@ -112,13 +112,16 @@ class SimulatorNode(Node):
         self._tf_pub = self.create_publisher(TFMessage, "/tf", TF)
         self._tf_static_pub = self.create_publisher(TFMessage, "/tf_static", TF_STATIC)
         self._diagnostics_pub = diagnostics.create_publisher(self)
-        self.create_subscription(JointState, "actuator_commands", self._on_command, RELIABLE_10)
+        self._command_sub = self.create_subscription(JointState, "actuator_commands",
+                                                     self._on_command, RELIABLE_10)
         self.create_service(Trigger, "~/reset", self._on_reset)
         self.create_service(Trigger, "~/inject_gnss_outage", self._on_gnss_outage)
         self.create_service(Trigger, "~/inject_imu_spike", self._on_imu_spike)
 
         self.lockstep_timeouts = 0
         self.rejected_commands: Counter[str] = Counter()
+        self._created_wall = time.monotonic()
+        self._started = False
         self._restart()
         self._publish_static_transforms()
         self._publish_clock()
@@ -133,6 +136,7 @@ class SimulatorNode(Node):
         self.lockstep_period_s: float = values["lockstep_period_s"]
         self.lockstep: bool = values["lockstep"]
         self.lockstep_timeout_s: float = values["lockstep_timeout_s"]
+        self.start_wait_s: float = values["start_wait_s"]
         self.duration_s: float = values["duration_s"]
         self._pace: float = values["real_time_factor"]
         self._marker_scale: float = values["marker_length_per_newton"]
@@ -207,6 +211,33 @@ class SimulatorNode(Node):
             return False
         return True
 
+    @property
+    def waiting_to_start(self) -> bool:
+        """True while t = 0 is held for the graph to connect (at most ``start_wait_s``).
+
+        Nodes started with the simulator (``ros2 launch``) discover it a few seconds late;
+        holding the start keeps them from missing the take-off. Checked once per node life:
+        a ``~/reset`` restarts at once.
+        """
+        if self._started:
+            return False
+        imu_heard = self._imu_pub.get_subscription_count() > 0
+        commands_heard = not self.lockstep or self._command_sub.get_publisher_count() > 0
+        waited = time.monotonic() - self._created_wall
+        if imu_heard and commands_heard:
+            self._started = True
+            if waited > 0.5:
+                self.get_logger().info(f"graph connected after {waited:.1f} s: starting")
+        elif waited >= self.start_wait_s:
+            self._started = True
+            if self.start_wait_s > 0.0:
+                missing = [what for what, heard in (("an IMU subscriber", imu_heard),
+                                                    ("an actuator command publisher",
+                                                     commands_heard)) if not heard]
+                self.get_logger().warning(f"starting without {' or '.join(missing)} after "
+                                          f"start_wait_s = {self.start_wait_s} s")
+        return not self._started
+
     def _boundary_ns(self) -> int:
         return round(self._boundary * self._settings.boundary_every
                      * self.simulator.step_size * 1e9)
@@ -214,10 +245,10 @@ class SimulatorNode(Node):
     def advance(self) -> bool:
         """Step physics to the next lock-step boundary, publishing what falls due on the way.
 
-        Never blocks: returns False without stepping when finished, waiting for a command,
-        or ahead of the ``real_time_factor`` pace.
+        Never blocks: returns False without stepping when finished, waiting for the graph
+        to connect or for a command, or ahead of the ``real_time_factor`` pace.
         """
-        if self.finished or self.waiting_for_command:
+        if self.finished or self.waiting_to_start or self.waiting_for_command:
             return False
         now = time.monotonic()
         if self._start_wall is None:
@@ -336,20 +367,27 @@ class SimulatorNode(Node):
     # -- inputs -----------------------------------------------------------------------------
 
     def _on_command(self, message: JointState) -> None:
-        """Hold a valid actuator command; count and drop a bad one (never raises)."""
+        """Hold a valid actuator command; count and drop a bad one (never raises).
+
+        A malformed message is counted for its content whatever its stamp (the more useful
+        reason, and independent of how it raced the controller's next command); a newer one
+        still answers the lock-step boundary.
+        """
         stamp_ns = stamps.to_ns(message.header.stamp)
-        if stamp_ns <= self._last_command_ns:
-            reason = "duplicate_stamp" if stamp_ns == self._last_command_ns else "stamp_backwards"
-            self.rejected_commands[reason] += 1
-            return
-        # The controller answered this boundary even if its content is unusable.
-        self._last_command_ns = stamp_ns
+        newer = stamp_ns > self._last_command_ns
         try:
             speeds, tilts = convert.actuator_command(
                 message, self.simulator.rotor_count, self.simulator.tilt_count)
         except convert.CommandError as error:
             self.rejected_commands[error.reason] += 1
+            if newer:
+                self._last_command_ns = stamp_ns
             return
+        if not newer:
+            reason = "duplicate_stamp" if stamp_ns == self._last_command_ns else "stamp_backwards"
+            self.rejected_commands[reason] += 1
+            return
+        self._last_command_ns = stamp_ns
         self.simulator.set_command(speeds, tilts)
 
     def _on_reset(self, _request: Trigger.Request, response: Trigger.Response
