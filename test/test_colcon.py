@@ -166,7 +166,8 @@ def _collected_count(output: str, what: str) -> int:
     module-level skips (reported after the count)."""
     match = _COLLECTED.search(output)
     assert match, f"{what}: no collection summary in\n{output[-2000:]}"
-    assert "error" not in match.group(2) and "skipped" not in match.group(2), match.group(0)
+    assert "error" not in match.group(2), match.group(0)
+    assert "skipped" not in match.group(2), match.group(0)
     return int(match.group(1))
 
 
