@@ -2,8 +2,11 @@
 
     ros2 launch mav_bringup replay.launch.py bag:=/data/flight_001 rate:=2.0
 
+    ros2 launch mav_bringup replay.launch.py bag:=/data/px4_flight inputs:=px4
+
 `ros2 bag play --clock` publishes /clock from the bag's time line and the estimator (from
-estimator.launch.py) runs on it. A bag recorded from sim.launch.py or mav-sim also holds
+estimator.launch.py) runs on it. `inputs` and `params_file` go to the estimator as in
+estimator.launch.py: a bag of PX4 or MAVROS topics replays with `inputs:=px4` or `mavros`. A bag recorded from sim.launch.py or mav-sim also holds
 the recorded /clock, /tf, /diagnostics and the old estimate: the player leaves them out
 (`--exclude-regex`), so they neither fight the player's clock nor the live estimator. They
 are not remapped aside: rosbag2 applies `--remap` to the player node itself, which would
@@ -24,6 +27,7 @@ from launch_ros.substitutions import FindPackageShare
 from mav_bringup.launch_support import require_rviz2, rviz_default
 
 BRINGUP = "mav_bringup"
+INPUTS = ["ros", "mavros", "px4"]  # trident_ekf.adapters.PROFILES
 # Recorded topics that the live graph publishes itself: the clock, transforms, diagnostics
 # and everything under the estimator's namespace.
 NOT_REPLAYED = "^/(clock|tf|diagnostics|trident_ekf/.*)$"
@@ -46,6 +50,8 @@ def generate_launch_description() -> LaunchDescription:
         launch_arguments={
             "use_sim_time": "true",
             "rviz": LaunchConfiguration("rviz"),
+            "params_file": LaunchConfiguration("params_file"),
+            "inputs": LaunchConfiguration("inputs"),
         }.items(),
     )
     return LaunchDescription([
@@ -53,6 +59,15 @@ def generate_launch_description() -> LaunchDescription:
             "bag", description="rosbag2 to play (folder, .db3 or .mcap); required"),
         DeclareLaunchArgument(
             "rate", default_value="1.0", description="playback speed (1.0: as recorded)"),
+        DeclareLaunchArgument(
+            "params_file",
+            default_value=PathJoinSubstitution([share, "config", "estimator_live.yaml"]),
+            description="estimator parameter file; estimator.yaml for a bag of mav-sim or "
+                        "sim.launch.py"),
+        DeclareLaunchArgument(
+            "inputs", default_value="ros", choices=INPUTS,
+            description="topics the bag holds: ros (/imu/data, /gnss/fix, /gnss/vel), mavros "
+                        "(under /mavros) or px4 (PX4 uXRCE-DDS, under /fmu)"),
         DeclareLaunchArgument(
             "rviz", default_value=rviz_default(), choices=["true", "false"],
             description="start rviz2 with config/rviz/trident.rviz (default: true where "

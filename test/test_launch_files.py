@@ -684,6 +684,19 @@ def test_replay_plays_the_bag_on_its_clock_beside_a_live_estimator(sim_graph):
         assert not excluded.fullmatch(topic), f"{topic} would not be replayed"
 
 
+def test_replay_passes_the_inputs_and_the_parameter_file_to_the_estimator():
+    replay, estimator = reader("replay.launch.py"), reader("estimator.launch.py")
+    assert replay.choices("inputs") == estimator.choices("inputs")
+    default = replay.launch({"bag": "/data/flight_bag"}).node("trident_ekf")
+    assert [p.name for p in default.parameter_files] == ["estimator_live.yaml"]
+    assert default.overrides["inputs"] == "ros"
+    given = CONFIG_DIR / "estimator.yaml"
+    node = replay.launch({"bag": "/data/px4_bag", "inputs": "px4",
+                          "params_file": str(given)}).node("trident_ekf")
+    assert node.overrides["inputs"] == "px4"
+    assert node.parameter_files == [given]
+
+
 @pytest.mark.parametrize("launch_file", LAUNCH_FILES)
 def test_a_missing_rviz2_stops_the_launch_before_any_node_starts(launch_file):
     launch = reader(launch_file)
