@@ -17,6 +17,10 @@ log (default: the PX4 SITL EKF2 replay data, 250 Hz IMU), writing its output bag
 the baseline filter as the baseline; and the replay's CDR decoding of the IMU and
 reference messages is timed against rosbags' decoder on the same bytes (the values must
 be identical). The report gives the end-to-end real-time factor.
+
+The barometer and magnetometer models need the geodetic position at every update:
+``LocalGeodetic`` along a flight-like random walk against pymap3d's exact conversion at
+every point (heights within 1 mm).
 """
 
 from __future__ import annotations
@@ -30,9 +34,11 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pymap3d
 from harness import Case, run, write_report
 
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
+from trident_ekf.core.earth import LocalGeodetic, geodetic_to_ecef
 from trident_ekf.core.filter import ErrorStateFilter
 from trident_ekf.core.simulation import SensorModel, SimulatedData, Trajectory, simulate
 from trident_ekf.tools import bagio, cdr, import_cli
@@ -151,9 +157,12 @@ def _decode_rosbags(raw_messages: list[tuple[str, bytes]]) -> list:
 
 
 def _same_quality(ours: dict, baseline: dict) -> bool:
-    """Both filters end nominal with sub-degree roll/pitch against the autopilot."""
-    return all(s["status"] == "nominal" and max(s["rmse_roll_pitch_deg"]) < 1.0
-               for s in (ours, baseline))
+    """Both filters end nominal with roll/pitch within 1.5 deg RMS of the autopilot (1.1 deg
+    measured on the PX4 SITL log since the estimate starts at the first fix, 7 s earlier
+    than before the start-anywhere work) and within 0.1 deg RMS of each other."""
+    return all(s["status"] == "nominal" and max(s["rmse_roll_pitch_deg"]) < 1.5
+               for s in (ours, baseline)) and bool(np.allclose(
+                   ours["rmse_roll_pitch_deg"], baseline["rmse_roll_pitch_deg"], atol=0.1))
 
 
 def replay_cases(log: Path, workdir: Path) -> tuple[list[Case], float]:
@@ -177,6 +186,25 @@ def replay_cases(log: Path, workdir: Path) -> tuple[list[Case], float]:
     ], duration
 
 
+def geodetic_case(points: int = 20_000, seed: int = 0) -> Case:
+    """Geodetic positions along a random walk of 0.1 m steps (10 m/s at 100 updates/s)."""
+    steps = np.random.default_rng(seed).normal(0.0, 0.1 / np.sqrt(3.0), (points, 3))
+    path = geodetic_to_ecef(47.3977, 8.5456, 488.0) + np.cumsum(steps, axis=0)
+
+    def local() -> list[tuple[float, float, float]]:
+        convert = LocalGeodetic()
+        return [convert(p) for p in path]
+
+    def exact() -> list[tuple[float, float, float]]:
+        return [pymap3d.ecef2geodetic(*p) for p in path]
+
+    def agree(ours: list, baseline: list) -> bool:
+        return bool(np.max(np.abs(np.array(ours)[:, 2] - np.array(baseline)[:, 2])) < 1e-3)
+
+    return Case("geodetic position for the baro/mag models: LocalGeodetic vs pymap3d",
+                points, local, exact, agree)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=60.0,
@@ -195,9 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     filter_cases = cases(args.duration)
     with tempfile.TemporaryDirectory() as workdir:
         end_to_end, log_duration = replay_cases(args.replay_log, Path(workdir))
-        results = run(filter_cases + end_to_end, args.repeats)
+        results = run([*filter_cases, *end_to_end, geodetic_case()], args.repeats)
     filter_results = results[:len(filter_cases)]
-    replay_result, decoding_result = results[len(filter_cases):]
+    replay_result, decoding_result, _ = results[len(filter_cases):]
     _, markdown = write_report(results, "trident EKF vs conventional ESKF: log replay",
                                "baseline ESKF", args.output_dir, "ekf")
     lines = ["", "| case | trident per IMU sample | baseline per IMU sample | "

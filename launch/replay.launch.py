@@ -1,13 +1,13 @@
 """Replay a rosbag2 recording through a live trident EKF on the bag's clock, with rviz.
 
     ros2 launch mav_bringup replay.launch.py bag:=/data/flight_001 rate:=2.0
-
     ros2 launch mav_bringup replay.launch.py bag:=/data/px4_flight inputs:=px4
 
 `ros2 bag play --clock` publishes /clock from the bag's time line and the estimator (from
 estimator.launch.py) runs on it. `inputs` and `params_file` go to the estimator as in
-estimator.launch.py: a bag of PX4 or MAVROS topics replays with `inputs:=px4` or `mavros`. A bag recorded from sim.launch.py or mav-sim also holds
-the recorded /clock, /tf, /diagnostics and the old estimate: the player leaves them out
+estimator.launch.py: a bag of PX4 or MAVROS topics replays with `inputs:=px4` or
+`inputs:=mavros`. A bag recorded from sim.launch.py or mav-sim also holds the recorded
+/clock, /tf, /diagnostics and the old estimate: the player leaves them out
 (`--exclude-regex`), so they neither fight the player's clock nor the live estimator. They
 are not remapped aside: rosbag2 applies `--remap` to the player node itself, which would
 also move the /clock it publishes.

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from mav_geometry import quaternion
-from trident_ekf.core.earth import ecef_to_geodetic, enu_to_ecef_rotation
+from trident_ekf.core.earth import LocalGeodetic, enu_to_ecef_rotation
 from trident_ekf.core.measurements.base import (
     AidingSource,
     AugmentedState,
@@ -90,6 +90,7 @@ class Barometer(AidingSource):
     def __init__(self, config: BarometerConfig | None = None) -> None:
         super().__init__(config or BarometerConfig())
         self.start_height = math.nan
+        self._geodetic = LocalGeodetic()
 
     @property
     def augmented(self) -> tuple[AugmentedState, ...]:
@@ -115,17 +116,17 @@ class Barometer(AidingSource):
         return Measurement(self.name, float(time), np.array([height]), np.array([[variance]]))
 
     def start(self, filter_: ErrorStateFilter) -> None:
-        self.start_height = ecef_to_geodetic(filter_.nominal()[2])[2]
+        self.start_height = self._geodetic(filter_.nominal()[2])[2]
 
     def first_value(self, filter_: ErrorStateFilter, m: Measurement) -> tuple[float, ...]:
         """The offset on the first reading: reading minus predicted height."""
-        return (float(m.value[0]) - ecef_to_geodetic(filter_.nominal()[2])[2],)
+        return (float(m.value[0]) - self._geodetic(filter_.nominal()[2])[2],)
 
     def linearize(self, filter_: ErrorStateFilter, m: Measurement) -> Linearization:
         """dh/dp = u_up^T (ellipsoid normal), so h_hat - h = u_up^T N dx_pos with N the
         filter's ``navigation_error_block``; the offset enters with +1."""
         q, _, p = filter_.nominal()
-        latitude, longitude, height = ecef_to_geodetic(p)
+        latitude, longitude, height = self._geodetic(p)
         up = enu_to_ecef_rotation(latitude, longitude)[:, 2]
         H = np.zeros((1, filter_.state_dim))
         H[0, POS] = up @ filter_.navigation_error_block(quaternion.to_matrix(q))

@@ -31,7 +31,12 @@ import numpy as np
 
 from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
-from trident_ekf.core.earth import ecef_to_geodetic, enu_to_ecef_rotation, ned_to_ecef
+from trident_ekf.core.earth import (
+    LocalGeodetic,
+    ecef_to_geodetic,
+    enu_to_ecef_rotation,
+    ned_to_ecef,
+)
 from trident_ekf.core.earth_field import decimal_year, wmm_field_ned, wmm_model_name
 from trident_ekf.core.measurements.base import (
     AidingSource,
@@ -103,6 +108,7 @@ class Magnetometer(AidingSource):
         self.dof = 3 if self.three_axis else 1
         self.field_ecef = np.zeros(3)
         self.field_origin = ""  # where the Earth field came from (for reports)
+        self._geodetic = LocalGeodetic()
 
     @property
     def augmented(self) -> tuple[AugmentedState, ...]:
@@ -152,7 +158,7 @@ class Magnetometer(AidingSource):
         field = self._corrected(filter_, m)
         if abs(float(np.linalg.norm(field)) / reference - 1.0) > self.config.strength_tolerance:
             return "disturbed"
-        to_enu = enu_to_ecef_rotation(*ecef_to_geodetic(p)[:2]).T
+        to_enu = enu_to_ecef_rotation(*self._geodetic(p)[:2]).T
         measured = _inclination(to_enu @ quaternion.to_matrix(q) @ field)
         model = _inclination(to_enu @ self.field_ecef)
         if abs(measured - model) > math.radians(self.config.inclination_tolerance_deg):
@@ -169,7 +175,7 @@ class Magnetometer(AidingSource):
             H[:, filter_.state_slice(self.name)] = np.eye(3)
             hard_iron = np.array(filter_.augmented[self.name])
             return Linearization(predicted + hard_iron - m.value, H, m.covariance)
-        to_ecef = enu_to_ecef_rotation(*ecef_to_geodetic(p)[:2])
+        to_ecef = enu_to_ecef_rotation(*self._geodetic(p)[:2])
         measured = to_ecef.T @ C @ m.value
         model = to_ecef.T @ self.field_ecef
         angle = math.atan2(model[1], model[0]) - math.atan2(measured[1], measured[0])
