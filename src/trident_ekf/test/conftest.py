@@ -37,7 +37,7 @@ class Log171:
                  "horizontal_floor_m": 0.05, "vertical_floor_m": 0.1,
                  "speed_floor_mps": 0.03},
         "barometer": {"noise_sigma_m": 0.25},
-        "magnetometer": {"mode": "heading", "heading_sigma_deg": 4.5},
+        "magnetometer": {"mode": "heading", "heading_sigma_deg": 4.4},
     })
     config: FilterConfig = field(default_factory=lambda: FilterConfig(
         gyro_noise=5e-3, accel_noise=0.22, gyro_bias_walk=1e-4, accel_bias_walk=1e-3))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 
 import numpy as np
@@ -12,7 +13,7 @@ from mav_geometry import quaternion
 from trident_ekf.core import BaselineESKF, FilterConfig, FilterStatus, TridentEKF
 from trident_ekf.core.earth import ecef_to_geodetic, enu_to_ecef_rotation
 from trident_ekf.core.initialization import Initializer, MotionAttitude, euler_enu
-from trident_ekf.core.simulation import SensorModel, Trajectory, simulate
+from trident_ekf.core.simulation import SensorModel, Trajectory, run, simulate
 
 FILTERS = [TridentEKF, BaselineESKF]
 DATA = simulate(Trajectory(), SensorModel(), 20.0, imu_rate=100.0,
@@ -58,13 +59,57 @@ def test_bad_imu_samples_are_rejected_and_counted(cls):
     assert (counts["nonfinite"], counts["duplicate"], counts["out_of_order"]) == (1, 1, 1)
     assert all(np.array_equal(a, b) for a, b in zip(state, filter_.nominal(), strict=True))
     accepted = counts["accepted"]
-    assert filter_.process_imu(t + 1.0, DATA.gyro[1], DATA.accel[1])  # 1 s gap: held
+    assert filter_.process_imu(t + 1.0, DATA.gyro[1], DATA.accel[1])  # 1 s gap: bridged
     assert counts["gap"] == 1
     assert counts["accepted"] == accepted + 1  # a gap sample is accepted (and counted)
     flat = filter_.counts()
     assert (flat["imu_nonfinite"], flat["imu_duplicate"], flat["imu_out_of_order"],
             flat["imu_gap"]) == (1, 1, 1, 1)
     assert filter_.time == t + 1.0
+
+
+GAP = (8.0, 10.2)  # s: a 2.2 s IMU dropout in flight, as the logger of data/px4_real has
+
+
+def _with_imu_gap() -> object:
+    keep = (DATA.imu_time <= GAP[0]) | (DATA.imu_time > GAP[1])
+    return dataclasses.replace(
+        DATA, imu_time=DATA.imu_time[keep], gyro=DATA.gyro[keep], accel=DATA.accel[keep],
+        truth={key: value[keep] for key, value in DATA.truth.items()},
+        gyro_bias=DATA.gyro_bias[keep], accel_bias=DATA.accel_bias[keep])
+
+
+@pytest.mark.parametrize("cls", FILTERS)
+@pytest.mark.parametrize("gnss_in_gap", [False, True])
+def test_an_imu_gap_is_bridged_and_its_drift_stays_inside_three_sigma(cls, gnss_in_gap):
+    filter_ = _started(cls)
+    result = run(filter_, _with_imu_gap(), record_every=1,
+                 skip_gnss=None if gnss_in_gap else GAP)
+    assert filter_.imu_counts["gap"] == 1
+    # Every fix is used, those inside the gap at their stamps: nothing gated, no reset.
+    fixes = DATA.gnss_time[DATA.gnss_time > 0.0]
+    if not gnss_in_gap:
+        fixes = fixes[(fixes < GAP[0]) | (fixes >= GAP[1])]
+    counts = filter_.aid_status["gnss_position"].counts
+    assert (counts["accepted"], counts["gated"], counts["late"], counts["resets"]) == (
+        fixes.size, 0, 0, 0)
+    sigma = np.sqrt(np.diagonal(result["position_covariance"], axis1=1, axis2=2))
+    assert np.all(np.abs(result["position_error"]) <= 3.0 * sigma)
+    time = result["time"]
+    before = sigma[time <= GAP[0]][-1].max()
+    if not gnss_in_gap:
+        assert sigma[time > GAP[1]][0].max() > 3.0 * before  # grown over the gap
+    assert sigma[time > 15.0][0].max() < 2.0 * before  # and back after a few fixes
+
+
+@pytest.mark.parametrize("cls", FILTERS)
+def test_a_gap_longer_than_max_bridged_gap_is_skipped(cls):
+    filter_ = _started(cls, max_bridged_gap=1.0)
+    run(filter_, _with_imu_gap(), record_every=1)
+    assert filter_.imu_counts["gap"] == 1
+    counts = filter_.aid_status["gnss_position"].counts
+    assert counts["late"] > 0  # the fixes inside the skipped gap are dropped
+    assert counts["gated"] > 0  # the held state is off after it
 
 
 @pytest.mark.parametrize("cls", FILTERS)

@@ -20,8 +20,13 @@ class FilterConfig:
     covariance_decimation: IMU samples per covariance propagation (1 = every sample).
     gate_probability: chi-square probability of the NIS gate of every aiding update (0
         disables it).
-    max_imu_interval: longest accepted IMU interval, s; longer gaps are counted and not
-        integrated (the clock jumps).
+    max_imu_interval: longest IMU interval integrated, s; a longer one is a gap (counted).
+    max_bridged_gap: longest gap bridged, s: over it the state coasts (attitude and
+        velocity held) while the covariance grows as for an unknown rotation rate
+        ``gap_rate_sigma`` (rad/s) and acceleration ``gap_accel_sigma`` (m/s^2), each held
+        over the gap, and the measurements inside it are applied at their stamps (a logging
+        dropout, a driver stall). A longer gap is not integrated: the clock jumps and the
+        measurements inside it are dropped.
     outage_timeout: time without an accepted GNSS position update before the status reads
         OUTAGE, s; NaN (default) = automatic: ``outage_gnss_periods`` nominal GNSS
         periods (the median of the recent fix intervals, measured by the filter), at
@@ -59,6 +64,9 @@ class FilterConfig:
     covariance_decimation: int = 4
     gate_probability: float = 0.9999
     max_imu_interval: float = 0.1
+    max_bridged_gap: float = 5.0
+    gap_rate_sigma: float = 0.1
+    gap_accel_sigma: float = 3.0
     outage_timeout: float = math.nan
     outage_gnss_periods: float = 3.0
     outage_timeout_floor: float = 1.0
@@ -79,6 +87,8 @@ class FilterConfig:
             "gyro_bias_walk": self.gyro_bias_walk,
             "accel_bias_walk": self.accel_bias_walk,
             "max_imu_interval": self.max_imu_interval,
+            "gap_rate_sigma": self.gap_rate_sigma,
+            "gap_accel_sigma": self.gap_accel_sigma,
             "outage_timeout_floor": self.outage_timeout_floor,
             "divergence_position_sigma": self.divergence_position_sigma,
             "gnss_bias_correlation_time": self.gnss_bias_correlation_time,
@@ -94,6 +104,9 @@ class FilterConfig:
         if not (math.isfinite(self.outage_gnss_periods) and self.outage_gnss_periods >= 1.0):
             raise ValueError("outage_gnss_periods must be finite and >= 1, "
                              f"got {self.outage_gnss_periods!r}")
+        if not (math.isfinite(self.max_bridged_gap) and self.max_bridged_gap >= 0.0):
+            raise ValueError(
+                f"max_bridged_gap must be finite and >= 0 s, got {self.max_bridged_gap!r}")
         if not (math.isfinite(self.history_length) and self.history_length >= 0.0):
             raise ValueError(
                 f"history_length must be finite and >= 0 s, got {self.history_length!r}")

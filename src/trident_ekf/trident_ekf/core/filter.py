@@ -35,7 +35,7 @@ from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray, FloatVector
 from mav_geometry.scalar import Vector3
 from trident_ekf.core.config import FilterConfig
-from trident_ekf.core.earth import OMEGA_ECEF
+from trident_ekf.core.earth import OMEGA_ECEF, gravity_xyz
 from trident_ekf.core.measurements.base import (
     AidingSource,
     Measurement,
@@ -360,8 +360,11 @@ class ErrorStateFilter:
         if dt > self.config.max_imu_interval:
             if not self._replaying:
                 self.imu_counts["gap"] += 1
-            self._drop_measurements_inside_gap(t)
-            self.time = t
+            if dt <= self.config.max_bridged_gap:
+                self._bridge_gap(t)
+            else:
+                self._drop_measurements_inside_gap(t)
+                self.time = t
             return True
         pending = self._pending
         while True:
@@ -580,6 +583,45 @@ class ErrorStateFilter:
         self._acc_time += dt
         self._acc_count += 1
         if self._acc_count >= self.config.covariance_decimation:
+            self.flush()
+
+    def _bridge_gap(self, t: float) -> None:
+        """Cross an IMU gap to ``t`` (``FilterConfig.max_bridged_gap``): the state coasts,
+        the measurements stamped inside the gap are applied at their stamps, and the
+        covariance grows as for a rate ``gap_rate_sigma`` and an acceleration
+        ``gap_accel_sigma`` held over the whole gap (white densities sigma^2 T: over T they
+        give the variances sigma^2 T^2 of an unknown constant)."""
+        self.flush()
+        span = t - self.time
+        normal = self._q_error
+        self._q_error = normal.copy()
+        self._q_error[ATT] = self.config.gap_rate_sigma**2 * span
+        self._q_error[VEL] = self.config.gap_accel_sigma**2 * span
+        try:
+            pending = self._pending
+            while pending and pending[0].time <= t:
+                measurement = pending.pop(0)
+                self._coast(measurement.time)
+                self._update(measurement)
+            self._coast(t)
+        finally:
+            self._q_error = normal
+
+    def _coast(self, t: float) -> None:
+        """Propagate to ``t`` without IMU data: attitude held in ECEF, velocity constant (the
+        specific force that cancels gravity and the Coriolis term), in steps of at most
+        ``max_imu_interval``: the covariance step's second-order Q_d is only valid for
+        short steps."""
+        steps = math.ceil((t - self.time) / self.config.max_imu_interval - 1e-9)
+        for k in range(steps, 0, -1):
+            q, v, p = self.nominal()
+            to_body = quaternion.to_matrix(q).T
+            rate = to_body @ OMEGA_ECEF
+            force = to_body @ (2.0 * np.cross(OMEGA_ECEF, v)
+                               - np.array(gravity_xyz(*(float(c) for c in p))))
+            self._propagate((float(rate[0]), float(rate[1]), float(rate[2])),
+                            (float(force[0]), float(force[1]), float(force[2])),
+                            (t - self.time) / k)
             self.flush()
 
     def _drop_measurements_inside_gap(self, t: float) -> None:

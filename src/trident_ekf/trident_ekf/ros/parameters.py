@@ -47,6 +47,7 @@ _DEFAULTS = FilterConfig()
 _TINY = 1e-12  # lower bound of "strictly positive" ranges
 CONFIG_FIELDS = ("gyro_noise", "accel_noise", "gyro_bias_walk", "accel_bias_walk",
                  "covariance_decimation", "gate_probability", "max_imu_interval",
+                 "max_bridged_gap", "gap_rate_sigma", "gap_accel_sigma",
                  "outage_timeout", "outage_gnss_periods", "outage_timeout_floor",
                  "divergence_position_sigma", "max_consecutive_rejections",
                  "reset_on_divergence", "history_length", "gnss_bias_sigma_horizontal",
@@ -92,7 +93,14 @@ SPECS: tuple[ParameterSpec, ...] = (
                   "chi-square probability of the NIS gate of every update (0 disables gating)",
                   "", 0.0, 0.999999999),
     ParameterSpec("max_imu_interval", _DEFAULTS.max_imu_interval, "longest IMU interval "
-                  "integrated; longer gaps are counted and skipped", "s", 1e-4, 10.0),
+                  "integrated; a longer one is a gap (counted)", "s", 1e-4, 10.0),
+    ParameterSpec("max_bridged_gap", _DEFAULTS.max_bridged_gap, "longest IMU gap bridged "
+                  "(state coasting, covariance grown by gap_rate_sigma and gap_accel_sigma); "
+                  "a longer one is skipped (the clock jumps)", "s", 0.0, 60.0),
+    ParameterSpec("gap_rate_sigma", _DEFAULTS.gap_rate_sigma, "unknown rotation rate "
+                  "assumed over a bridged IMU gap", "rad/s", _TINY, 10.0),
+    ParameterSpec("gap_accel_sigma", _DEFAULTS.gap_accel_sigma, "unknown acceleration "
+                  "assumed over a bridged IMU gap", "m/s^2", _TINY, 100.0),
     ParameterSpec("outage_timeout", _DEFAULTS.outage_timeout, "time without an accepted GNSS "
                   "position update before the status reads outage (a shorter gap leaves the "
                   "status as it is); NaN: automatic, outage_gnss_periods nominal GNSS periods "
