@@ -18,10 +18,10 @@ import pytest
 import rclpy
 from px4_msgs.msg import SensorCombined, SensorGps, VehicleAirData, VehicleMagnetometer
 from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 
+from mav_ros_common.testing import spinning
 from trident_ekf_interfaces.srv import SetDatum
 
 WAIT = 10.0  # s: bound of every wait
@@ -98,17 +98,11 @@ def participant(name: str) -> Iterator[Node]:
     """A node in its own context (its own DDS participant), spun on a thread."""
     context = Context()
     rclpy.init(context=context, args=[])
-    node = Node(name, context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
     try:
-        yield node
+        node = Node(name, context=context)
+        with spinning(node):
+            yield node
     finally:
-        executor.shutdown()
-        spinner.join(timeout=WAIT)
-        node.destroy_node()
         rclpy.try_shutdown(context=context)
 
 

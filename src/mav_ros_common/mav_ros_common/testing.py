@@ -1,5 +1,5 @@
-"""Helpers for tests that run nodes over real DDS: a private rclpy context and bounded waits;
-and loading a sibling test file as a module.
+"""Helpers for tests that run nodes over real DDS: a private rclpy context, nodes spun on a
+thread, bounded waits; and loading a sibling test file as a module.
 
 ``private_context`` puts the context on a random DDS domain limited to this host, so test
 runs on one machine (parallel CI jobs, a developer's live graph) never see each other.
@@ -11,6 +11,7 @@ import importlib.util
 import os
 import random
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,6 +21,8 @@ from typing import Any
 
 import rclpy
 from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
 
 WAIT = 10.0  # s: default bound of a wait
 _ISOLATION = {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
@@ -47,6 +50,25 @@ def private_context() -> Iterator[Context]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@contextmanager
+def spinning(*nodes: Node) -> Iterator[None]:
+    """Spin ``nodes`` (of one context) on a background thread; on exit stop the executor,
+    join the thread and destroy the nodes. Create their publishers and subscriptions before:
+    nothing else touches them while the executor runs."""
+    executor = SingleThreadedExecutor(context=nodes[0].context)
+    for node in nodes:
+        executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    try:
+        yield
+    finally:
+        executor.shutdown()
+        spinner.join(timeout=WAIT)
+        for node in nodes:
+            node.destroy_node()
 
 
 def wait_for(condition: Callable[[], Any], what: str, timeout: float = WAIT,

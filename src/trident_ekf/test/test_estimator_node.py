@@ -5,7 +5,6 @@ come out. Also its parameters: the parameter file, and bad values rejected clear
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,6 @@ import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import TwistWithCovarianceStamped
 from nav_msgs.msg import Odometry
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -27,6 +25,7 @@ from tf2_msgs.msg import TFMessage
 from mav_geometry import quaternion
 from mav_ros_common.parameters import ParameterError, flattened
 from mav_ros_common.stamps import from_ns as time_message
+from mav_ros_common.testing import spinning
 from mav_ros_common.testing import wait_for as _wait_for
 from trident_ekf.core.earth import ecef_to_geodetic
 from trident_ekf.core.simulation import SensorModel, Trajectory, simulate
@@ -126,22 +125,17 @@ def flight(context) -> Iterator[Flight]:
     result = Flight(data)
     node = EstimatorNode(context=context, parameter_overrides=node_parameters())
     peer = Node("flight_peer", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    try:
-        sensor = qos_profile_sensor_data
-        imu_pub = peer.create_publisher(Imu, "imu/data", sensor)
-        fix_pub = peer.create_publisher(NavSatFix, "gnss/fix", sensor)
-        vel_pub = peer.create_publisher(TwistWithCovarianceStamped, "gnss/vel", sensor)
-        keep_all = QoSProfile(depth=5000, reliability=ReliabilityPolicy.RELIABLE)
-        peer.create_subscription(Odometry, "trident_ekf/odometry", result.odometry.append,
-                                 keep_all)
-        peer.create_subscription(TFMessage, "/tf", result.transforms.append, keep_all)
-        peer.create_subscription(DiagnosticArray, "/diagnostics", result.diagnostics.append,
-                                 keep_all)
-        executor.add_node(node)
-        executor.add_node(peer)
-        spinner.start()
+    sensor = qos_profile_sensor_data
+    imu_pub = peer.create_publisher(Imu, "imu/data", sensor)
+    fix_pub = peer.create_publisher(NavSatFix, "gnss/fix", sensor)
+    vel_pub = peer.create_publisher(TwistWithCovarianceStamped, "gnss/vel", sensor)
+    keep_all = QoSProfile(depth=5000, reliability=ReliabilityPolicy.RELIABLE)
+    peer.create_subscription(Odometry, "trident_ekf/odometry", result.odometry.append,
+                             keep_all)
+    peer.create_subscription(TFMessage, "/tf", result.transforms.append, keep_all)
+    peer.create_subscription(DiagnosticArray, "/diagnostics", result.diagnostics.append,
+                             keep_all)
+    with spinning(node, peer):
         for publisher in (imu_pub, fix_pub, vel_pub):
             wait_for(lambda p=publisher: p.get_subscription_count() >= 1, "discovery")
         wait_for(lambda: node.count_subscribers("trident_ekf/odometry") >= 1, "discovery")
@@ -183,11 +177,6 @@ def flight(context) -> Iterator[Flight]:
         wait_for(lambda: result.diagnostics and _values(result.diagnostics[-1]).get(
             "imu_messages") == str(total), "diagnostics covering every message")
         yield result
-    finally:
-        executor.shutdown()
-        spinner.join(timeout=WAIT)
-        node.destroy_node()
-        peer.destroy_node()
 
 
 def _ns(message) -> int:

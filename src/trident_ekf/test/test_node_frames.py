@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +17,6 @@ import pytest
 import yaml
 from nav_msgs.msg import Odometry
 from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -27,7 +25,7 @@ from tf2_msgs.msg import TFMessage
 
 from mav_ros_common.parameters import ParameterError, flattened
 from mav_ros_common.stamps import from_ns
-from mav_ros_common.testing import wait_for
+from mav_ros_common.testing import spinning, wait_for
 from trident_ekf.ros.estimator_node import EstimatorNode
 from trident_ekf.ros.parameters import SPECS
 
@@ -35,7 +33,6 @@ LIVE_CONFIG = Path(__file__).resolve().parents[3] / "config" / "estimator_live.y
 DATUM = {"datum_latitude_deg": 47.3977, "datum_longitude_deg": 8.5456, "datum_height_m": 488.0}
 EPOCH_NS = 1_000 * 10**9
 IMU_PERIOD_NS = 10_000_000
-WAIT = 10.0
 KEEP_ALL = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
 
 
@@ -90,22 +87,12 @@ def started(context: Context, **parameters: Any) -> Iterator[Outputs]:
     node.session.set_pose(EPOCH_NS, (1.0, 2.0, 3.0), (0.0, 0.0, 0.0, 1.0),
                           np.diag([0.25, 0.25, 0.25, 1e-3, 1e-3, 1e-2]))
     peer = Node("frames_peer", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    executor.add_node(peer)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    try:
-        outputs = Outputs(node, peer)
-        spinner.start()
+    outputs = Outputs(node, peer)
+    with spinning(node, peer):
         wait_for(lambda: outputs.imu.get_subscription_count() >= 1, "discovery")
         wait_for(lambda: node.count_subscribers("trident_ekf/odometry") >= 1, "discovery")
         wait_for(lambda: node.count_subscribers("/tf") >= 1, "discovery")
         yield outputs
-    finally:
-        executor.shutdown()
-        spinner.join(timeout=WAIT)
-        node.destroy_node()
-        peer.destroy_node()
 
 
 def test_default_world_frame_is_the_map_frame(context):

@@ -5,7 +5,6 @@ fixed rate in every phase, before any input and through a GNSS outage."""
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +16,6 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseWithCovarianceStamped, TwistWithCovarianceStamped
 from nav_msgs.msg import Odometry
 from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -25,7 +23,7 @@ from sensor_msgs.msg import Imu, NavSatFix, NavSatStatus
 from std_srvs.srv import Trigger
 
 from mav_ros_common.stamps import from_ns
-from mav_ros_common.testing import wait_for
+from mav_ros_common.testing import spinning, wait_for
 from trident_ekf.core.earth import ecef_to_geodetic
 from trident_ekf.core.simulation import SensorModel, Trajectory, simulate
 from trident_ekf.ros.estimator_node import EstimatorNode
@@ -111,20 +109,10 @@ def running(context: Context, **parameters: Any) -> Iterator[Peer]:
     node = EstimatorNode(context=context, parameter_overrides=[
         Parameter(name, value=value) for name, value in values.items()])
     peer_node = Node("services_peer", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    executor.add_node(peer_node)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    try:
-        peer = Peer(node, peer_node)
-        spinner.start()
+    peer = Peer(node, peer_node)
+    with spinning(node, peer_node):
         peer.discovered()
         yield peer
-    finally:
-        executor.shutdown()
-        spinner.join(timeout=WAIT)
-        node.destroy_node()
-        peer_node.destroy_node()
 
 
 def imu_message(stamp: int, gyro, accel) -> Imu:
