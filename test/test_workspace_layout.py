@@ -180,6 +180,16 @@ def test_geometry_core_never_imports_ros():
         assert not ros, f"{source.name} imports {ros}"
 
 
+def test_pytest_runs_every_package_suite():
+    """./tools/test runs pytest's testpaths; test_colcon only collects most suites, so a
+    package missing here would run nowhere."""
+    import tomllib
+
+    settings = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    testpaths = settings["tool"]["pytest"]["ini_options"]["testpaths"]
+    assert sorted(testpaths) == sorted([f"src/{name}/test" for name in PACKAGES] + ["test"])
+
+
 def test_top_level_layout():
     for folder in ("src", "launch", "config", "test", "docker", "bench", "tools"):
         assert (ROOT / folder).is_dir(), folder
