@@ -422,6 +422,7 @@ ESTIMATOR_READ_ONLY = {
 }
 ESTIMATOR_FILTER = {
     "gyro_noise": 0.002, "accel_noise": 0.03, "gyro_bias_walk": 1e-4, "accel_bias_walk": 1e-3,
+    "gyro_sampling_factor": 0.2, "accel_sampling_factor": 0.1,
     "lever_arm": [0.1, 0.0, 0.05], "covariance_decimation": 2, "gate_probability": 0.999,
     "max_imu_interval": 0.2, "max_bridged_gap": 2.0, "gap_rate_sigma": 0.2,
     "gap_accel_sigma": 5.0, "outage_timeout": 3.0, "outage_gnss_periods": 4.0,

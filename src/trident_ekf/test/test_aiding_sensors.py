@@ -129,7 +129,7 @@ def test_barometer_bounds_the_vertical_error_in_a_gnss_outage(cls):
         if barometer:
             offset = filter_.state_slice("barometer")
             offset_sigma = math.sqrt(filter_.covariance[offset, offset][0, 0])
-            assert filter_.augmented["barometer"][0] == pytest.approx(
+            assert filter_.sources["barometer"].offset(filter_) == pytest.approx(
                 -BARO_OFFSET, abs=3.0 * offset_sigma)
             assert offset_sigma < 0.25
             assert filter_.aid_status["barometer"].counts["accepted"] > 0.95 * (

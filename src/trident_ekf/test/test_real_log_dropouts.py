@@ -12,7 +12,6 @@ import numpy as np
 
 from trident_ekf.core import FilterConfig
 from trident_ekf.core.initialization import Initializer
-from trident_ekf.tools.flightlog import read_log, write_bag
 from trident_ekf.tools.replay import Aiding, Topics, replay
 
 PX4_REAL = Path(__file__).resolve().parents[3] / "data" / "px4_real"
@@ -25,11 +24,9 @@ def _imu_gaps(longer_than_s: float) -> int:
     return int(np.count_nonzero(np.diff(stamps) > longer_than_s))
 
 
-def test_logging_dropouts_in_flight_are_bridged(tmp_path):
-    bag = tmp_path / "px4_real"
-    write_bag(read_log(PX4_REAL), bag)
-    summary = replay(bag, None, Topics(), "trident", FilterConfig(), Initializer(), 50.0, None,
-                     aiding=Aiding())
+def test_logging_dropouts_in_flight_are_bridged(px4_real):
+    summary = replay(px4_real.bag, None, Topics(), "trident", FilterConfig(), Initializer(),
+                     50.0, None, aiding=Aiding())
     assert summary["status"] == "nominal"
     assert summary["nonfinite_estimates"] == 0
     assert summary["counters"]["imu_gap"] == _imu_gaps(FilterConfig().max_imu_interval) == 6

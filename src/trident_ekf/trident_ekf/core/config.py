@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+MAX_SAMPLING_FACTOR = 10.0  # largest gyro/accel_sampling_factor (dimensionless)
+
 
 @dataclass(frozen=True)
 class FilterConfig:
@@ -16,6 +18,18 @@ class FilterConfig:
     accel_noise: accelerometer white-noise density N_a, m/s^2/sqrt(Hz).
     gyro_bias_walk: gyro bias random walk N_bg, rad/s/sqrt(s).
     accel_bias_walk: accel bias random walk N_ba, m/s^2/sqrt(s).
+    gyro_sampling_factor, accel_sampling_factor: k_g, k_a (dimensionless, in [0, 10]; 0,
+        the default, = off): process noise for what a coarsely point-sampled IMU (a logged
+        or low-rate stream) does not show between two samples. Each IMU interval dt adds
+        the variance (k_g |w_k - w_{k-1}| dt)^2 rad^2 to every attitude error axis and
+        (k_a |f_k - f_{k-1}| dt)^2 (m/s)^2 to every velocity error axis, with w, f the
+        rate (rad/s) and specific force (m/s^2) of this and the previous sample: the
+        integration error of an interval grows with how fast the input changes across it,
+        so the covariance grows in manoeuvres and vibration and not at rest. An input
+        that wanders as a random walk between the samples gives k = 1/6 for these norms: the
+        integral of the Brownian bridge about the sampled values has the variance
+        sigma^2 dt^3 / 12 per axis, and E|w_k - w_{k-1}|^2 = 3 sigma^2 dt. The end-point
+        (rectangle) rule of the integrators adds to it.
     lever_arm: IMU to GNSS antenna, body axes, m.
     covariance_decimation: IMU samples per covariance propagation (1 = every sample).
     gate_probability: chi-square probability of the NIS gate of every aiding update (0
@@ -37,8 +51,9 @@ class FilterConfig:
         fix latency and its jitter are not worth an outage).
     divergence_position_sigma: position sigma above which the status reads DIVERGED, m.
     max_consecutive_rejections: gated GNSS rejections in a row that declare divergence.
-    history_length: how far back a delayed GNSS fix is still applied at its own stamp, s
-        (state snapshots and IMU samples are kept that long; 0 disables the history).
+    history_length: how far back a delayed measurement (a GNSS fix, a source with a delay_s)
+        is still applied at its own stamp, s (state snapshots and IMU samples are kept that
+        long; 0 disables the history).
     reset_on_divergence: on that declaration, reset position and velocity to the fix (with
         the fix's covariance) instead of staying DIVERGED until re-initialized.
     gnss_bias_sigma_horizontal, gnss_bias_sigma_vertical: stationary sigma, m, of the
@@ -60,6 +75,8 @@ class FilterConfig:
     accel_noise: float = 2e-2
     gyro_bias_walk: float = 1e-5
     accel_bias_walk: float = 1e-4
+    gyro_sampling_factor: float = 0.0
+    accel_sampling_factor: float = 0.0
     lever_arm: tuple[float, float, float] = (0.0, 0.0, 0.0)
     covariance_decimation: int = 4
     gate_probability: float = 0.9999
@@ -104,6 +121,11 @@ class FilterConfig:
         if not (math.isfinite(self.outage_gnss_periods) and self.outage_gnss_periods >= 1.0):
             raise ValueError("outage_gnss_periods must be finite and >= 1, "
                              f"got {self.outage_gnss_periods!r}")
+        for name in ("gyro_sampling_factor", "accel_sampling_factor"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and 0.0 <= value <= MAX_SAMPLING_FACTOR):
+                raise ValueError(f"{name} must be in [0, {MAX_SAMPLING_FACTOR}], "
+                                 f"got {value!r}")
         if not (math.isfinite(self.max_bridged_gap) and self.max_bridged_gap >= 0.0):
             raise ValueError(
                 f"max_bridged_gap must be finite and >= 0 s, got {self.max_bridged_gap!r}")

@@ -143,6 +143,10 @@ class ErrorStateFilter:
         self._last_fix_stamp = math.nan
         self._gnss_period = math.nan
         self._last_gnss_velocity: Measurement | None = None
+        # Sampling noise (FilterConfig.gyro/accel_sampling_factor): the previous raw IMU
+        # sample, and the attitude and velocity variance per second of the current interval.
+        self._previous_sample: tuple[Vector3, Vector3] | None = None
+        self._sampling_rates = (0.0, 0.0)
         self._pending: list[Measurement] = []
         self._updates: list[UpdateResult] = []
         # Delayed-measurement history: raw IMU samples, state snapshots, applied
@@ -202,7 +206,8 @@ class ErrorStateFilter:
     _NOMINAL_FIELDS: tuple[str, ...] = ()  # attributes holding the (immutable) nominal state
     _SNAPSHOT_FIELDS = ("time", "gyro_bias", "accel_bias", "last_omega", "last_nis",
                         "_diverged", "_consecutive_rejections", "_last_accepted_gnss",
-                        "_last_gnss_velocity", "_used", "_acc_time", "_acc_count")
+                        "_last_gnss_velocity", "_used", "_acc_time", "_acc_count",
+                        "_acc_sampling", "_previous_sample")
 
     def _set_nominal(self, q: FloatArray, v: FloatArray, p: FloatArray) -> None:
         raise NotImplementedError
@@ -288,6 +293,7 @@ class ErrorStateFilter:
         self._last_accepted_gnss = float(time)
         self._last_fix_stamp = math.nan  # the measured period stays: it is the receiver's
         self._last_gnss_velocity = None
+        self._previous_sample = None
         self._initialized = True
         self._diverged = False
         self._consecutive_rejections = 0
@@ -357,6 +363,7 @@ class ErrorStateFilter:
             self._remember(t, (gx, gy, gz), (ax, ay, az))
         if not self._replaying:  # a replayed sample was counted the first time
             self.imu_counts["accepted"] += 1
+        self._sampling_noise((gx, gy, gz), (ax, ay, az), dt)
         if dt > self.config.max_imu_interval:
             if not self._replaying:
                 self.imu_counts["gap"] += 1
@@ -379,6 +386,22 @@ class ErrorStateFilter:
             self._update(measurement)
         self._propagate(omega, force, t - self.time)
         return True
+
+    def _sampling_noise(self, gyro: Vector3, accel: Vector3, dt: float) -> None:
+        """Set the sampling-noise variance rates of the interval ending with this sample
+        (``FilterConfig.gyro_sampling_factor``, ``accel_sampling_factor``): (k |change of
+        the sample| dt)^2 over the interval, spread over its dt. None across a gap."""
+        config = self.config
+        k_g, k_a = config.gyro_sampling_factor, config.accel_sampling_factor
+        previous = self._previous_sample
+        self._previous_sample = (gyro, accel)
+        if (k_g == 0.0 and k_a == 0.0) or previous is None or dt > config.max_imu_interval:
+            self._sampling_rates = (0.0, 0.0)
+            return
+        (w0, w1, w2), (f0, f1, f2) = previous
+        dw2 = (gyro[0] - w0) ** 2 + (gyro[1] - w1) ** 2 + (gyro[2] - w2) ** 2
+        df2 = (accel[0] - f0) ** 2 + (accel[1] - f1) ** 2 + (accel[2] - f2) ** 2
+        self._sampling_rates = (k_g * k_g * dw2 * dt, k_a * k_a * df2 * dt)
 
     def process_gnss(self, time: float, position: ArrayLike, position_covariance: ArrayLike,
                      velocity: ArrayLike | None = None,
@@ -444,6 +467,10 @@ class ErrorStateFilter:
         phi += A
         phi += self._eye
         q = self._q_error * T
+        sampling_attitude, sampling_velocity = self._acc_sampling
+        if sampling_attitude or sampling_velocity:
+            q[ATT] += sampling_attitude
+            q[VEL] += sampling_velocity
         # Q_d = Q T + (F Q + Q F^T) T^2 / 2: keeps the velocity-position noise coupling.
         fq = A * q
         fq *= 0.5
@@ -565,6 +592,7 @@ class ErrorStateFilter:
     def _reset_accumulator(self) -> None:
         self._acc_time = 0.0
         self._acc_count = 0
+        self._acc_sampling = (0.0, 0.0)  # sampling-noise variances (attitude, velocity)
         self._acc_w = [0.0, 0.0, 0.0]
         self._acc_f = [0.0, 0.0, 0.0]
 
@@ -582,6 +610,10 @@ class ErrorStateFilter:
         f[2] += force[2] * dt
         self._acc_time += dt
         self._acc_count += 1
+        rate_attitude, rate_velocity = self._sampling_rates
+        if rate_attitude or rate_velocity:
+            attitude, velocity = self._acc_sampling
+            self._acc_sampling = (attitude + rate_attitude * dt, velocity + rate_velocity * dt)
         if self._acc_count >= self.config.covariance_decimation:
             self.flush()
 
@@ -672,8 +704,16 @@ class ErrorStateFilter:
         dx = K @ z
         IKH = self._eye - K @ H
         P = IKH @ P @ IKH.T + K @ R @ K.T
-        self.covariance = 0.5 * (P + P.T)
+        before = self.conventional_jacobian()
         self._correct(dx.tolist())  # plain floats: numpy scalars slow the scalar hot path 3x
+        # Reset: the error left after the correction is unchanged in the conventional
+        # (ECEF velocity and position) coordinates, not in this filter's if they turn with
+        # the attitude just corrected (the trident's body-frame errors: there the remaining
+        # velocity and position errors turn by -dtheta). M = J_after^T J_before (J
+        # orthogonal) re-expresses the covariance; identity for the baseline.
+        turn = self.conventional_jacobian().T @ before
+        P = turn @ P @ turn.T
+        self.covariance = 0.5 * (P + P.T)
         self._check_covariance()
 
     def _record(self, m: Measurement, z: FloatArray, nis: float) -> None:

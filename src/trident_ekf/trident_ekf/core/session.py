@@ -403,7 +403,8 @@ class EstimationSession:
         if aiding.needs_datum:
             fields["datum"] = self.datum
         try:
-            m: Measurement = aiding.measurement(stamp_ns * 1e-9, **fields)  # type: ignore[attr-defined]
+            m: Measurement = aiding.measurement(  # type: ignore[attr-defined]
+                stamp_ns * 1e-9 - aiding.delay_s, **fields)
         except (ValueError, TypeError):
             self.rejected[f"{source}_malformed"] += 1
             return False

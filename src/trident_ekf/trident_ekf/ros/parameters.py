@@ -35,6 +35,7 @@ from mav_ros_common.parameters import ParameterError, ParameterSpec, Values, inv
 from trident_ekf.adapters import PROFILE_NAMES, VELOCITY_TYPES, InputOptions
 from trident_ekf.adapters.base import namespace
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
+from trident_ekf.core.config import MAX_SAMPLING_FACTOR
 from trident_ekf.core.filter import ErrorStateFilter
 from trident_ekf.core.initialization import Initializer
 from trident_ekf.core.measurements import REGISTRY
@@ -46,6 +47,7 @@ FILTERS: dict[str, type[ErrorStateFilter]] = {"trident": TridentEKF, "baseline":
 _DEFAULTS = FilterConfig()
 _TINY = 1e-12  # lower bound of "strictly positive" ranges
 CONFIG_FIELDS = ("gyro_noise", "accel_noise", "gyro_bias_walk", "accel_bias_walk",
+                 "gyro_sampling_factor", "accel_sampling_factor",
                  "covariance_decimation", "gate_probability", "max_imu_interval",
                  "max_bridged_gap", "gap_rate_sigma", "gap_accel_sigma",
                  "outage_timeout", "outage_gnss_periods", "outage_timeout_floor",
@@ -85,6 +87,13 @@ SPECS: tuple[ParameterSpec, ...] = (
                   "rad/s/sqrt(s)", _TINY, 1.0),
     ParameterSpec("accel_bias_walk", _DEFAULTS.accel_bias_walk,
                   "accelerometer bias random walk", "m/s^2/sqrt(s)", _TINY, 10.0),
+    ParameterSpec("gyro_sampling_factor", _DEFAULTS.gyro_sampling_factor, "k_g: attitude "
+                  "noise (k_g |change of the rate| dt)^2 per IMU interval, for a coarsely "
+                  "sampled (logged, low-rate) IMU; 1/6 for an input that wanders between "
+                  "samples, 0 = off", "", 0.0, MAX_SAMPLING_FACTOR),
+    ParameterSpec("accel_sampling_factor", _DEFAULTS.accel_sampling_factor, "k_a: velocity "
+                  "noise (k_a |change of the specific force| dt)^2 per IMU interval; 0 = off",
+                  "", 0.0, MAX_SAMPLING_FACTOR),
     ParameterSpec("lever_arm", [0.0, 0.0, 0.0], "GNSS antenna position relative to the IMU, "
                   "body (base_link FLU) axes", "m", length=3),
     ParameterSpec("covariance_decimation", _DEFAULTS.covariance_decimation,

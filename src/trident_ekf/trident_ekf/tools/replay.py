@@ -219,6 +219,10 @@ class ReplaySession:
                                   self.outage_window())
 
     # ----- outputs ------------------------------------------------------------------------
+    def finish(self) -> None:
+        """At the end of the bag: the updates applied since the last message."""
+        self._write_updates()
+
     def _write_updates(self) -> None:
         """Every update into the report."""
         for update in self.session.drain_updates():
@@ -344,6 +348,7 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
             if n % 20000 == 0:
                 print(f"\rreplay: {100.0 * n / max(total, 1):5.1f} %", end="", file=sys.stderr,
                       flush=True)
+        replayer.finish()
     print("\rreplay: 100.0 %", file=sys.stderr)
     elapsed = time.perf_counter() - started
     summary = replayer.series.summary()

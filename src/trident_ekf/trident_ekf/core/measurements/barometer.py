@@ -2,10 +2,13 @@
 
 Static pressure becomes a height with the ICAO standard atmosphere (troposphere). That
 pressure altitude differs from the ellipsoidal height by the geoid, the day's sea-level
-pressure and temperature, all slowly varying: one offset state b (m) absorbs them, a
-first-order Gauss-Markov process, so that barometer and GNSS heights may disagree slowly
-while the barometer holds the height through a GNSS outage. The reading is
-h_baro = h(p_imu) + b + noise; b starts at the first reading minus the predicted height.
+pressure and temperature. The offset is b0 + b: b0 (m), fixed at the first reading minus
+the predicted height, holds the part that is tens of metres and constant for a flight; the
+state b (m) is its slow change, a first-order Gauss-Markov process around zero, so that
+barometer and GNSS heights may disagree slowly while the barometer holds the height through
+a GNSS outage. The reading is h_baro = h(p_imu) + b0 + b + noise. (A Gauss-Markov state
+holding the whole offset would decay towards zero: 3 m in a 30 s outage for a 64 m offset
+and a 600 s correlation time.)
 
 Rotor downwash raises the static pressure near the ground (the barometer reads low): with
 ``ground_effect_dead_zone_m`` > 0, while the estimate is within ``ground_effect_height_m``
@@ -65,10 +68,14 @@ class BarometerConfig:
     noise_sigma_m: float = setting(
         1.0, "height noise of one reading when the message has no variance", "m", 1e-3, 100.0)
     offset_sigma_m: float = setting(
-        5.0, "stationary sigma of the slowly varying baro-minus-ellipsoidal-height offset",
-        "m", 1e-3, 1000.0)
+        5.0, "stationary sigma of the slow change of the baro-minus-ellipsoidal-height "
+        "offset from its value at the first reading", "m", 1e-3, 1000.0)
     offset_correlation_time_s: float = setting(
         600.0, "correlation time of that offset", "s", 1.0, 1e6)
+    delay_s: float = setting(
+        0.0, "how much older a reading is than its stamp (sensor filtering, bus and driver "
+        "latency; applied through the filter history, so at most history_length)", "s", 0.0,
+        1.0)
     ground_effect_dead_zone_m: float = setting(
         0.0, "near the ground, readings up to this far below the prediction are not used as "
         "innovation (rotor downwash); 0 = off", "m", 0.0, 50.0)
@@ -90,6 +97,7 @@ class Barometer(AidingSource):
     def __init__(self, config: BarometerConfig | None = None) -> None:
         super().__init__(config or BarometerConfig())
         self.start_height = math.nan
+        self.reference_offset = 0.0  # b0, m: set by the first reading after ``initialize``
         self._geodetic = LocalGeodetic()
 
     @property
@@ -119,8 +127,14 @@ class Barometer(AidingSource):
         self.start_height = self._geodetic(filter_.nominal()[2])[2]
 
     def first_value(self, filter_: ErrorStateFilter, m: Measurement) -> tuple[float, ...]:
-        """The offset on the first reading: reading minus predicted height."""
-        return (float(m.value[0]) - self._geodetic(filter_.nominal()[2])[2],)
+        """b0 from the first reading (reading minus predicted height); the state b starts
+        at zero."""
+        self.reference_offset = float(m.value[0]) - self._geodetic(filter_.nominal()[2])[2]
+        return (0.0,)
+
+    def offset(self, filter_: ErrorStateFilter) -> float:
+        """The estimated barometer-minus-ellipsoidal-height offset b0 + b, m."""
+        return self.reference_offset + filter_.augmented[self.name][0]
 
     def linearize(self, filter_: ErrorStateFilter, m: Measurement) -> Linearization:
         """dh/dp = u_up^T (ellipsoid normal), so h_hat - h = u_up^T N dx_pos with N the
@@ -132,7 +146,7 @@ class Barometer(AidingSource):
         H[0, POS] = up @ filter_.navigation_error_block(quaternion.to_matrix(q))
         offset_slice = filter_.state_slice(self.name)
         H[0, offset_slice] = 1.0
-        predicted = height + filter_.augmented[self.name][0]
+        predicted = height + self.offset(filter_)
         residual = predicted - float(m.value[0])
         dead_zone = self.config.ground_effect_dead_zone_m
         if dead_zone > 0.0 and height - self.start_height < self.config.ground_effect_height_m:

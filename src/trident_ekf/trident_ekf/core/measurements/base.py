@@ -138,6 +138,13 @@ class AidingSource:
         self.config = config
 
     @property
+    def delay_s(self) -> float:
+        """How much older a reading is than its stamp, s: the ``delay_s`` setting of the
+        source's config (0 without one). The session applies the reading at stamp - delay,
+        through the filter history."""
+        return float(getattr(self.config, "delay_s", 0.0))
+
+    @property
     def augmented(self) -> tuple[AugmentedState, ...]:
         """Extra error states this source owns (none by default)."""
         return ()

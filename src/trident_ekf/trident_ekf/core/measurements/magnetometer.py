@@ -71,6 +71,10 @@ class MagnetometerConfig:
     noise_sigma_T: float = setting(  # noqa: N815 (SI unit T)
         1e-6, "noise per axis when the message has no covariance", "T", 1e-10, 1e-4)
     heading_sigma_deg: float = setting(5.0, "heading noise (heading mode)", "deg", 0.01, 90.0)
+    delay_s: float = setting(
+        0.0, "how much older a reading is than its stamp (sensor filtering, bus and driver "
+        "latency; applied through the filter history, so at most history_length)", "s", 0.0,
+        1.0)
     hard_iron_sigma_T: float = setting(  # noqa: N815 (SI unit T)
         5e-6, "initial sigma of each hard-iron bias state (3d mode)", "T", 1e-9, 1e-4)
     hard_iron_walk: float = setting(
