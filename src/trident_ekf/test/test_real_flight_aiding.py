@@ -79,3 +79,15 @@ def test_the_horizontal_bound_holds_the_drift_through_a_gnss_outage(
     assert result["outage_horizontal_drift_inside_3sigma"] == 1.0
     assert result["outage_horizontal_inside_3sigma"] > 0.97
     assert result["outage_max_horizontal_error_m"] < 200.0
+
+
+def test_the_yaw_in_the_hover_is_true_heading(log171: Log171) -> None:
+    """Before ``magnetic_reference_until`` EKF1's yaw is magnetic heading: on the ground
+    until 60 s the estimate's yaw differs from it by the declination of the World Magnetic
+    Model at the site (12.39 deg east, the NOAA calculator's value for the log's place and
+    date), steadily (measured 12.27 +- 0.44 deg). With EKF1 turned to true heading the hover
+    is inside the 5 deg of the flight."""
+    hover = _replay(log171, stop=60.0, evaluate_from=0.0)
+    assert hover["reference_samples"] > 150
+    for window in ("", "_second_half", "_last_fifth"):  # steady, not a noisy yaw
+        assert hover[f"rmse_yaw_deg{window}"] == pytest.approx(12.39, abs=1.0)

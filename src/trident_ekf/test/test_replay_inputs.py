@@ -92,8 +92,8 @@ def run(bag: Path, *arguments: str) -> dict[str, Any]:
 
 
 def assert_same(summary: dict[str, Any], standard: dict[str, Any]) -> None:
-    assert summary["imu_messages"] > 900
-    assert summary["counters"]["gnss_position_accepted"] > 60
+    assert summary["imu_messages"] > 700  # 789 from --start 4 on
+    assert summary["counters"]["gnss_position_accepted"] > 45  # 59 with the start and outage
     for key in SAME:
         assert (key in summary) == (key in standard), key
         if key not in standard:

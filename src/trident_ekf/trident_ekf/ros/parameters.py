@@ -292,11 +292,11 @@ def estimator_settings(values: Values) -> EstimatorSettings:
         velocity_sigma=values["initial_velocity_sigma_mps"],
         gyro_bias_sigma=values["initial_gyro_bias_sigma"],
         accel_bias_sigma=values["initial_accel_bias_sigma"])
-    gnss_receiver = _build("gnss", configure, GnssConfig, _group(values, "gnss"))
-    aiding = {name: _build(name, configure, registration.config, _group(values, name))
+    gnss_receiver = _build("gnss", configure, GnssConfig, group(values, "gnss"))
+    aiding = {name: _build(name, configure, registration.config, group(values, name))
               for name, registration in REGISTRY.items() if values[f"{name}.enabled"]}
     yaw_estimator = _build("yaw_estimator", configure, YawEstimatorConfig,
-                           _group(values, "yaw_estimator"))
+                           group(values, "yaw_estimator"))
     return EstimatorSettings(config, initializer, _datum(values),
                              _imu_rotation(values["imu_rotation_xyzw"]), gnss_receiver, aiding,
                              yaw_estimator, frames=frames(values), inputs=input_options(values))
@@ -331,7 +331,7 @@ def frames(values: Values) -> tuple[str, str]:
     return world, base_frame
 
 
-def _group(values: Values, prefix: str) -> dict[str, Any]:
+def group(values: Values, prefix: str) -> dict[str, Any]:
     """The ``<prefix>.<field>`` values (except ``enabled``) as field -> value."""
     start = f"{prefix}."
     return {name[len(start):]: value for name, value in values.items()

@@ -29,7 +29,7 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -59,6 +59,7 @@ from trident_ekf.core.measurements.base import configure
 from trident_ekf.core.measurements.gnss import GnssConfig
 from trident_ekf.core.measurements.magnetometer import MagnetometerConfig
 from trident_ekf.core.session import EstimationSession, OutputSchedule
+from trident_ekf.core.yaw_estimator import YawEstimatorConfig
 from trident_ekf.inputs import MESSAGE_INPUTS, MessageInput
 from trident_ekf.tools import bagio, cdr
 from trident_ekf.tools.report import ReportSeries, write_report
@@ -290,11 +291,13 @@ def build_session(filter_name: str, config: FilterConfig, initializer: Initializ
     filter_ = (TridentEKF if filter_name == "trident" else BaselineESKF)(
         config, build_sources(configs))
     gnss_receiver = configure(GnssConfig, aiding.settings.get("gnss", {}))
+    yaw_estimator = configure(YawEstimatorConfig, aiding.settings.get("yaw_estimator", {}))
     datum = None
     if all(f"datum_{key}" in summary for key in ("latitude_deg", "longitude_deg", "height_m")):
         datum = (float(summary["datum_latitude_deg"]), float(summary["datum_longitude_deg"]),
                  float(summary["datum_height_m"]))
-    return EstimationSession(filter_, initializer, datum, gnss_receiver=gnss_receiver)
+    return EstimationSession(filter_, initializer, datum, gnss_receiver=gnss_receiver,
+                             yaw_estimator=yaw_estimator)
 
 
 def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
@@ -456,29 +459,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              f"with --inputs ros (default {Topics.vel})")
     parser.add_argument("--reference-topic", default=Topics.reference,
                         help="nav_msgs/Odometry reference (ENU 'map' at the first fix)")
-    parser.add_argument("--filter", choices=["trident", "baseline"], default="trident",
+    parser.add_argument("--filter", choices=["trident", "baseline"],
                         help="estimator: the trident EKF (default) or the conventional ESKF")
     parser.add_argument("--yaw", type=float, default=None,
                         help="initial ENU yaw, deg (default: from the magnetometer when the "
                              "bag has one, else from the yaw estimator; a static start "
                              "without either runs with yaw unknown until the vehicle moves)")
-    parser.add_argument("--level-duration", type=float, default=1.0,
+    parser.add_argument("--level-duration", type=float,
                         help="IMU window of the stillness test and the static levelling, s "
                              "(default 1)")
     parser.add_argument("--output-rate", type=float, default=50.0,
                         help="odometry output rate, Hz (default 50; at most one per IMU "
                              "sample; biases are written at 10 Hz, diagnostics at 1 Hz)")
-    parser.add_argument("--gyro-noise", type=float, default=5e-3,
+    parser.add_argument("--params-file", type=Path, metavar="YAML",
+                        help="the estimator node's parameter file (trident_ekf: "
+                             "ros__parameters: ...), e.g. config/estimator_live.yaml or a "
+                             "log's tuning in config/replay/: the filter, noise, "
+                             "initialization, GNSS, yaw-estimator and aiding-source "
+                             "parameters as the live node takes them (sources it does not "
+                             "enable are not fused); the flags below override it when given. "
+                             "Checked before the replay: an unknown or invalid parameter is "
+                             "a usage error")
+    parser.add_argument("--gyro-noise", type=float,
                         help="gyro white noise, rad/s/sqrt(Hz) (default 5e-3: a vibrating "
                              "multirotor, several times the datasheet value)")
-    parser.add_argument("--accel-noise", type=float, default=0.3,
+    parser.add_argument("--accel-noise", type=float,
                         help="accelerometer white noise, m/s^2/sqrt(Hz) (default 0.3)")
-    parser.add_argument("--gyro-bias-walk", type=float, default=1e-4,
+    parser.add_argument("--gyro-bias-walk", type=float,
                         help="gyro bias random walk, rad/s/sqrt(s) (default 1e-4)")
-    parser.add_argument("--accel-bias-walk", type=float, default=1e-3,
+    parser.add_argument("--accel-bias-walk", type=float,
                         help="accelerometer bias random walk, m/s^2/sqrt(s) (default 1e-3)")
-    parser.add_argument("--lever-arm", type=float, nargs=3, default=(0.0, 0.0, 0.0),
-                        metavar=("X", "Y", "Z"),
+    parser.add_argument("--lever-arm", type=float, nargs=3, metavar=("X", "Y", "Z"),
                         help="IMU to GNSS antenna in FLU body axes, m (default 0 0 0)")
     sources = sorted(REGISTRY)
     parser.add_argument("--aid", action="append", default=[], choices=sources, metavar="SOURCE",
@@ -495,8 +506,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--aid-topic", action="append", default=[], metavar="SOURCE=TOPIC",
                         help="read a source from another topic, e.g. barometer=/baro")
     parser.add_argument("--set", action="append", default=[], metavar="SOURCE.SETTING=VALUE",
-                        help="a setting of an aiding source or of the GNSS noise model "
-                             "('gnss'), e.g. barometer.noise_sigma_m=0.5, "
+                        help="a setting of an aiding source, of the GNSS noise model "
+                             "('gnss') or of the yaw estimator ('yaw_estimator'), e.g. "
+                             "barometer.noise_sigma_m=0.5, "
                              "magnetometer.mode=heading, gnss.accuracy_scale=0.8, "
                              "magnetometer.field_ned_T=[2e-5,1e-6,4e-5]; units and ranges: "
                              "the estimator node's parameters of the same names")
@@ -518,6 +530,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     try:
         args.settings = parse_settings(args.set)
+        args.parameters = None
+        if args.params_file is not None:
+            # The node's parameter specifications import rclpy: only for --params-file.
+            from trident_ekf.ros.parameters import estimator_settings
+            from trident_ekf.tools.parameter_file import read_parameter_file
+            args.parameters = read_parameter_file(args.params_file, flag_parameters(args))
+            estimator_settings(args.parameters)  # the core's own checks, before the replay
         args.aid_topics = dict(_pair(item, "--aid-topic") for item in args.aid_topic)
         args.input_options = InputOptions(
             args.inputs, args.mavros_namespace, args.px4_namespace,
@@ -560,22 +579,58 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+# Without --params-file: the command's own defaults (a vibrating multirotor's IMU).
+REPLAY_DEFAULTS: dict[str, Any] = {"gyro_noise": 5e-3, "accel_noise": 0.3, "gyro_bias_walk": 1e-4,
+                                   "accel_bias_walk": 1e-3, "lever_arm": (0.0, 0.0, 0.0),
+                                   "level_duration_s": 1.0, "filter": "trident"}
+
+
+def flag_parameters(args: argparse.Namespace) -> dict[str, Any]:
+    """The node parameters the command-line flags set (only flags that were given)."""
+    flags = {"gyro_noise": args.gyro_noise, "accel_noise": args.accel_noise,
+             "gyro_bias_walk": args.gyro_bias_walk, "accel_bias_walk": args.accel_bias_walk,
+             "lever_arm": None if args.lever_arm is None else list(args.lever_arm),
+             "level_duration_s": args.level_duration, "initial_yaw_deg": args.yaw,
+             "filter": args.filter}
+    given = {name: value for name, value in flags.items() if value is not None}
+    return given | {f"{group_}.{name}": value for group_, settings in args.settings.items()
+                    for name, value in settings.items()}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Replay as ``args`` (from ``parse_args``) say; returns the summary."""
-    initializer = Initializer(level_duration=args.level_duration,
-                              yaw=None if args.yaw is None else math.radians(args.yaw))
-    config = FilterConfig(gyro_noise=args.gyro_noise, accel_noise=args.accel_noise,
-                          gyro_bias_walk=args.gyro_bias_walk,
-                          accel_bias_walk=args.accel_bias_walk,
-                          lever_arm=tuple(args.lever_arm))
-    aiding = Aiding(tuple(args.aid), tuple(args.no_aid), args.settings,
-                    None if args.gnss_outage is None else tuple(args.gnss_outage), args.stop,
-                    args.evaluate_from, args.start)
+    window = {"gnss_outage": None if args.gnss_outage is None else tuple(args.gnss_outage),
+              "stop": args.stop, "start": args.start, "evaluate_from": args.evaluate_from}
+    if args.parameters is None:
+        values: Mapping[str, Any] = REPLAY_DEFAULTS | flag_parameters(args)
+        initializer = Initializer(level_duration=values["level_duration_s"],
+                                  yaw=None if args.yaw is None else math.radians(args.yaw))
+        config = FilterConfig(**{name: values[name] for name in (
+            "gyro_noise", "accel_noise", "gyro_bias_walk", "accel_bias_walk")},
+            lever_arm=tuple(values["lever_arm"]))
+        aiding = Aiding(tuple(args.aid), tuple(args.no_aid), args.settings, **window)
+        filter_name = values["filter"]
+    else:
+        from trident_ekf.ros.parameters import estimator_settings, group
+        values = args.parameters
+        settings = estimator_settings(values)
+        config, initializer = settings.filter_config, settings.initializer
+        off = tuple(name for name in REGISTRY
+                    if not values[f"{name}.enabled"] and name not in args.aid)
+        aiding = Aiding((*settings.aiding, *args.aid), (*off, *args.no_aid),
+                        {name: group(values, name) for name in aiding_groups()}, **window)
+        filter_name = values["filter"]
     return replay(args.bag, args.output, Topics(args.imu_topic, args.fix_topic,
                                                 args.vel_topic, args.reference_topic,
                                                 args.aid_topics),
-                  args.filter, config, initializer, args.output_rate, args.report,
+                  filter_name, config, initializer, args.output_rate, args.report,
                   args.force, aiding, args.input_options)
+
+
+def aiding_groups() -> tuple[str, ...]:
+    """The setting groups ``--set`` and the parameter file give: the GNSS noise model, the
+    yaw estimator and every registered aiding source."""
+    return ("gnss", "yaw_estimator", *REGISTRY)
 
 
 def _pair(item: str, flag: str) -> tuple[str, str]:
@@ -592,9 +647,9 @@ def parse_settings(items: list[str]) -> dict[str, dict[str, Any]]:
     for item in items:
         key, text = _pair(item, "--set")
         source, dot, name = key.partition(".")
-        if not dot or (source not in REGISTRY and source != "gnss"):
+        if not dot or source not in aiding_groups():
             raise ValueError(f"--set {item!r}: expected SOURCE.SETTING=VALUE with SOURCE one "
-                             f"of {['gnss', *sorted(REGISTRY)]}")
+                             f"of {sorted(aiding_groups())}")
         settings.setdefault(source, {})[name] = _value(text)
     return settings
 
