@@ -7,7 +7,13 @@ import numpy as np
 from mav_geometry import quaternion as Q
 from variational_sim.experiments.common import fly_hopper
 from variational_sim.multibody.discrete import body_rates, relative_rotation
-from variational_sim.multibody.forces import couple_matrix
+from variational_sim.multibody.forces import (
+    couple_matrix,
+    joint_speeds,
+    limit_torques,
+    motor_lines,
+    motor_torques,
+)
 from variational_sim.multibody.hopper import nominal_configuration
 from variational_sim.multibody.integrator import VariationalMultibody
 from variational_sim.multibody.kinematics import body_velocities
@@ -92,3 +98,40 @@ def test_full_command_torque_stays_inside_the_envelope() -> None:
         saturated |= bool(np.any(np.abs(after.torques) >= peaks - 1e-9))
         state = after
     assert saturated  # the current limit was reached
+
+
+def test_uncommanded_actuator_applies_no_torque_at_any_speed() -> None:
+    """No command is a passive motor: exactly zero torque, also beyond the no-load speed;
+    a commanded torque (even zero) stays clamped to the torque-speed envelope."""
+    hopper = fly_hopper()
+    motor = hopper.actuators[0]  # 50 N m peak, 30 rad/s no-load speed
+    peaks, gains = motor_lines(hopper)
+    for speed in (0.0, 12.0, 29.0, 30.0, 45.0, -80.0, 1e3):
+        speeds = np.array([speed, -speed])
+        assert np.array_equal(limit_torques(hopper, np.full(2, np.nan), speeds), np.zeros(2))
+        torques, slopes = motor_torques(peaks, gains, np.full(2, np.nan), speeds)
+        assert np.array_equal(torques, np.zeros(2))
+        assert np.array_equal(slopes, np.zeros(2))
+        for command in (-80.0, 0.0, 20.0, 80.0):
+            low, high = motor.limits(speed)
+            limited = limit_torques(hopper, np.array([command, 0.0]), speeds)[0]
+            assert limited == min(max(command, low), high)
+    # beyond the no-load speed a commanded zero brakes; no command does not
+    assert limit_torques(hopper, np.zeros(2), np.array([45.0, -45.0]))[0] == -25.0
+    floating = hopper.with_gravity(np.zeros(3))
+    positions, quaternions = nominal_configuration(floating)
+    velocities = body_velocities(floating, positions, quaternions, np.zeros(6),
+                                 {"hip0": 40.0, "hip2": 40.0})  # beyond the no-load speed
+    for motor_commands in (False, True):
+        integrator = VariationalMultibody(floating, STEP, motor_commands=motor_commands)
+        state = integrator.initial_state(positions, quaternions, velocities)
+        rates = integrator.velocities(state)[:, :3]
+        assert np.allclose(joint_speeds(floating, state.quaternions, rates), 40.0)
+        energy0 = integrator.energy(state)
+        passive = state
+        for _ in range(5):
+            passive = integrator.step(passive)
+            assert np.array_equal(passive.torques, np.zeros(2))
+        assert abs(integrator.energy(passive) - energy0) < 1e-4 * energy0
+        braked = integrator.step(state, np.zeros(2))
+        assert braked.torques[0] < -1.0

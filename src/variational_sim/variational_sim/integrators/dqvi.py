@@ -8,16 +8,26 @@ translation ``rho`` of O in the frame of node k):
 
 1. ``c = (h/2) pi_k + (h^2/4) W_k`` (the weight is h^2/4, not h^2/2, section 2.11);
 2. Newton on ``G(x) = c`` with the analytic 6x6 Jacobian from ``M6^-1 c`` (the
-   recommended guess), backtracking so that ``|phi| < 1``; once the residual is below
-   ``REUSE_BELOW`` the last LU factors are reused (chord steps, as fast as Newton there);
+   recommended guess), backtracking so that ``|phi| < 1`` and (above ``REUSE_BELOW``) the
+   residual norm decreases; once the residual is below ``REUSE_BELOW`` the last LU factors
+   are reused (chord steps, as fast as Newton there) as long as each chord step shrinks
+   the residual by ``CHORD_CONTRACTION``, otherwise the Jacobian is refreshed;
 3. ``pose_{k+1} = pose_k f`` (no renormalisation) and the discrete Legendre transform
    ``pi_{k+1} = (2/h) Gbar(x) + (h/2) W_{k+1}``.
 
 ``W`` is the body wrench about O: gravity at the node plus the held input wrench.
 A solution exists only for about ``h |omega| <= 1`` (90 degrees per step); beyond it
-``step`` raises ``NoSolutionError``. The scheme couples translation and rotation: a
-``CouplingLimitWarning`` is issued once per integrator when the coupling number
-``Gamma = m |rho|^2 / (4 lambda_min(I_C))`` exceeds ``coupling_warning``.
+``step`` raises ``NoSolutionError`` naming the failure, the relative residual, the
+iterations, ``h`` and ``h |omega|``. The exact limit depends on the body and the rate's
+direction: exactly 1 about a principal axis, where the root is a fold of ``G`` (singular
+Jacobian, Newton only linear: a frozen chord Jacobian used to stall there), up to about
+1.05 for the paper's symmetric top off-axis and about 1.2 for diag(0.3, 0.5, 0.8);
+``test_dqvi_large_steps.py`` checks these against closed forms and independent solves.
+Roots that remain past the limit rotate far beyond 90 degrees per step (the spurious
+branch of docs/theory/dqvi.md section 2.10); Newton from the guess does not seek them.
+The scheme couples translation and rotation: a ``CouplingLimitWarning`` is issued once
+per integrator when the coupling number ``Gamma = m |rho|^2 / (4 lambda_min(I_C))``
+exceeds ``coupling_warning``.
 
 The inner loop works on Python floats (numpy only for the 6x6 Jacobian and solve):
 on 6-element arrays numpy's per-call overhead would dominate the step cost.
@@ -62,7 +72,10 @@ class DQVI:
     """DQVI stepping ``RigidBodyState`` under a held body wrench ``(tau_B, f_B)`` about O."""
 
     REUSE_BELOW = 1e-9
-    """Relative residual below which Newton keeps the last Jacobian's LU factors."""
+    """Relative residual below which Newton may keep the last Jacobian's LU factors."""
+
+    CHORD_CONTRACTION = 0.1
+    """A chord step must shrink the residual by this factor, or the Jacobian is refreshed."""
 
     def __init__(
         self,
@@ -212,11 +225,22 @@ class DQVI:
         return self._solve(target)[0]
 
     def _solve(self, target: list[float]) -> tuple[list[float], Parts]:
-        """``solve`` returning also the increment parts at the solution."""
+        """``solve`` returning also the increment parts at the solution.
+
+        Newton with a fresh analytic Jacobian while the relative residual is above
+        ``REUSE_BELOW``, each step backtracked (halved) until ``|phi| < 1`` and the
+        residual norm decreases (Armijo). Below ``REUSE_BELOW`` the last LU factors are
+        reused only while the chord steps keep contracting the residual by
+        ``CHORD_CONTRACTION``; otherwise the Jacobian is refreshed. Near the step limit
+        the solution sits at a fold of ``G`` (singular Jacobian at the root), where
+        Newton converges only linearly and a frozen Jacobian stalls.
+        """
         c0, c1, c2, c3, c4, c5 = target
         guess = [m0 * c0 + m1 * c1 + m2 * c2 + m3 * c3 + m4 * c4 + m5 * c5
                  for m0, m1, m2, m3, m4, m5 in self._inverse_rows]
         x = [guess[0], guess[1], guess[2], 2.0 * guess[3], 2.0 * guess[4], 2.0 * guess[5]]
+        # h |omega+| with omega+ the angular rate of M6^-1 (pi_k + h/2 W_k) (for messages)
+        rate_step = 2.0 * math.sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2])
         if x[0] * x[0] + x[1] * x[1] + x[2] * x[2] >= 1.0:
             x[0:3] = [0.0, 0.0, 0.0]
         target_norm = math.sqrt(sum([v * v for v in target]))
@@ -224,54 +248,83 @@ class DQVI:
         reuse_below = self.REUSE_BELOW * target_norm
         factors: tuple[np.ndarray, np.ndarray] | None = None
         jacobians = 0
-        for iteration in range(self.max_iterations + 1):
-            s, beta, b0, mu = self._momenta(x)
-            g = self._g(x, s, beta, b0, mu, 1.0)
-            r = [g[0] - target[0], g[1] - target[1], g[2] - target[2],
-                 g[3] - target[3], g[4] - target[4], g[5] - target[5]]
-            residual = math.sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]
-                                 + r[3] * r[3] + r[4] * r[4] + r[5] * r[5])
+        parts = self._momenta(x)
+        r, residual = self._residual(x, parts, target)
+        previous = math.inf
+        iteration = 0
+        cause = f"the iteration limit ({self.max_iterations}) was reached"
+        while True:
             if residual <= threshold:
                 self._record(iteration, jacobians)
-                return x, (s, beta, b0, mu)
+                return x, parts
             if iteration == self.max_iterations:
                 break
-            if factors is None or residual > reuse_below:
-                lu, pivots, solution, info = dgesv(self._jacobian(x, s, beta, b0, mu), r)
-                factors = (lu, pivots)
-                jacobians += 1
-            else:
+            if (factors is not None and residual <= reuse_below
+                    and residual <= self.CHORD_CONTRACTION * previous):
                 # deep in the basin the last Jacobian's error is itself of the order of
                 # the remaining correction: one chord step gains as much as a Newton step
                 solution, info = dgetrs(*factors, r)
+            else:
+                lu, pivots, solution, info = dgesv(self._jacobian(x, *parts), r)
+                factors = (lu, pivots)
+                jacobians += 1
             if info != 0:
+                cause = f"the Jacobian of G is singular (LAPACK info {info})"
                 break
             dx = solution.tolist()
-            x, size = self._backtracked(x, dx)
+            iteration += 1
+            found = self._line_search(x, dx, residual, target,
+                                      armijo=residual > reuse_below)
+            if found is None:
+                cause = ("no correction along the Newton direction reduces the residual "
+                         "(a nonzero local minimum of |G(x) - c|: no solution nearby)")
+                break
+            x, parts, r, new_residual, size = found
+            previous, residual = residual, new_residual
             if size <= 1e-15 * max(1.0, math.sqrt(sum([v * v for v in x]))):
-                self._record(iteration + 1, jacobians)
-                return x, self._momenta(x)
+                self._record(iteration, jacobians)
+                return x, parts
+        relative = residual / target_norm if target_norm > 0.0 else residual
         raise NoSolutionError(
-            f"DQVI Newton did not converge in {self.max_iterations} iterations with step "
-            f"{self.step_size} s: the rotation per step is at or beyond the solvable limit "
-            "h |omega| <= 1 (90 degrees), or translation per step couples too strongly; "
-            "reduce the step size"
+            f"DQVI Newton failed with step {self.step_size} s at h |omega| = {rate_step:.4g}: "
+            f"{cause}; the residual |G(x) - c| of the step equation is {relative:.3e} "
+            f"relative to |c| = {target_norm:.3e} after {iteration} iterations "
+            f"({jacobians} Jacobians). The discrete step has no solution beyond about "
+            "h |omega| = 1 (exactly 1, i.e. 90 degrees per step, for a spin about a principal "
+            "axis), or translation per step couples too strongly; reduce the step size"
         )
 
-    @staticmethod
-    def _backtracked(x: list[float], dx: list[float]) -> tuple[list[float], float]:
-        """``x - lambda dx`` with the largest ``lambda = 2^-j`` keeping ``|phi| < 1``.
+    def _residual(self, x: list[float], parts: Parts,
+                  target: list[float]) -> tuple[list[float], float]:
+        """``G(x) - target`` and its norm."""
+        g = self._g(x, *parts, 1.0)
+        r = [g[0] - target[0], g[1] - target[1], g[2] - target[2],
+             g[3] - target[3], g[4] - target[4], g[5] - target[5]]
+        return r, math.sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]
+                            + r[3] * r[3] + r[4] * r[4] + r[5] * r[5])
 
-        Returns the new point and the size of the applied correction.
+    def _line_search(
+        self, x: list[float], dx: list[float], residual: float, target: list[float],
+        armijo: bool,
+    ) -> tuple[list[float], Parts, list[float], float, float] | None:
+        """``x - lambda dx`` with the largest ``lambda = 2^-j`` keeping ``|phi| < 1`` and,
+        when ``armijo``, reducing the residual norm by the factor ``1 - 1e-4 lambda``.
+
+        Returns the new point, its parts, residual vector and norm, and the size of the
+        applied correction; ``None`` when no ``lambda >= 2^-40`` qualifies.
         """
         scale = 1.0
-        for _ in range(60):
+        for _ in range(41):
             new = [x[0] - scale * dx[0], x[1] - scale * dx[1], x[2] - scale * dx[2],
                    x[3] - scale * dx[3], x[4] - scale * dx[4], x[5] - scale * dx[5]]
             if new[0] * new[0] + new[1] * new[1] + new[2] * new[2] < 1.0:
-                return new, scale * math.sqrt(sum([v * v for v in dx]))
+                parts = self._momenta(new)
+                r, new_residual = self._residual(new, parts, target)
+                if not armijo or new_residual <= (1.0 - 1e-4 * scale) * residual:
+                    return (new, parts, r, new_residual,
+                            scale * math.sqrt(sum([v * v for v in dx])))
             scale *= 0.5
-        return x, 0.0
+        return None
 
     def _record(self, iterations: int, jacobians: int) -> None:
         stats = self.statistics

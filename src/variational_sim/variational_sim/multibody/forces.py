@@ -60,11 +60,14 @@ def motor_torques(peaks: FloatArray, gains: FloatArray, commands: FloatArray,
     supply voltage), ``speeds`` joint speeds (rad/s): ``tau = peak command - gain speed``
     saturated at the current limit ``+-peak``. The slope ``d tau / d speed`` is
     ``-gain`` on the line and zero where saturated. For commands in [-1, 1] the torque
-    stays inside the envelope of ``Actuator.limits`` (the feedback only brakes).
+    stays inside the envelope of ``Actuator.limits`` (the feedback only brakes). A NaN
+    command is no command: a passive (open-circuit) drive, zero torque and zero slope at
+    any speed.
     """
-    line = peaks * commands - gains * speeds
-    torques = np.minimum(np.maximum(line, -peaks), peaks)
-    slopes = np.where(np.abs(line) < peaks, -gains, 0.0)
+    passive = np.isnan(commands)
+    line = peaks * np.where(passive, 0.0, commands) - gains * speeds
+    torques = np.where(passive, 0.0, np.minimum(np.maximum(line, -peaks), peaks))
+    slopes = np.where(~passive & (np.abs(line) < peaks), -gains, 0.0)
     return torques, slopes
 
 
@@ -84,10 +87,15 @@ def joint_speeds(
 
 
 def limit_torques(mechanism: Mechanism, torques: FloatArray, speeds: FloatArray) -> FloatArray:
-    """Clamp commanded torques (N m) to each actuator's torque-speed envelope."""
+    """Clamp commanded torques (N m) to each actuator's torque-speed envelope.
+
+    A NaN torque is no command: that actuator is passive and applies exactly zero torque
+    at any speed. (The envelope bounds what a driven motor can deliver; clamping an
+    absent command would brake the joint beyond the no-load speed.)
+    """
     limited = [
-        min(max(float(u), low), high)
+        0.0 if np.isnan(u) else min(max(float(u), low), high)
         for actuator, u, speed in zip(mechanism.actuators, torques, speeds, strict=True)
         for low, high in [actuator.limits(float(speed))]
     ]
-    return np.array(limited)
+    return np.array(limited, dtype=float)

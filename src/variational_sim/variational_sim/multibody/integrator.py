@@ -206,9 +206,12 @@ class VariationalMultibody:
     def step_inputs(self, state: MultibodyState, inputs: ArrayLike | None) -> FloatArray:
         """Validated inputs of a step: motor commands in [-1, 1] with ``motor_commands``,
         else the commanded torques (N m) clamped to the torque-speed envelope at the
-        node's joint speeds."""
+        node's joint speeds. ``None`` is no command: the actuators are passive and apply
+        exactly zero torque at any joint speed (NaN commands, zero torques)."""
         count = len(self.mechanism.actuators)
-        command = np.zeros(count) if inputs is None else np.asarray(inputs, dtype=float)
+        if inputs is None:
+            return np.full(count, np.nan) if self.motor_commands else np.zeros(count)
+        command = np.asarray(inputs, dtype=float)
         unit = "motor commands in [-1, 1]" if self.motor_commands else "actuator torques (N m)"
         if (command.shape != (count,) or not np.all(np.isfinite(command))
                 or (self.motor_commands and np.any(np.abs(command) > 1.0))):
@@ -223,7 +226,8 @@ class VariationalMultibody:
 
     def step(self, state: MultibodyState, inputs: ArrayLike | None = None) -> MultibodyState:
         """One step with ``inputs`` (actuator order) held over it: torques (N m), or motor
-        commands in [-1, 1] with ``motor_commands``."""
+        commands in [-1, 1] with ``motor_commands``; ``None``: passive actuators (zero
+        torque, no back-EMF braking)."""
         h = self.step_size
         commands = self.step_inputs(state, inputs)
         x0, q0 = state.positions, state.quaternions
