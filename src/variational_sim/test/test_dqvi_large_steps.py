@@ -42,6 +42,14 @@ def rate(direction, h_omega: float, h: float) -> np.ndarray:
     return h_omega / h * direction / np.linalg.norm(direction)
 
 
+def spinning(body: RigidBody, h: float, omega: np.ndarray):
+    """The integrator at step ``h``, the body spinning at ``omega`` from the identity pose,
+    and the right-hand side of its first step."""
+    integrator = DQVI(body, h)
+    state = body.state(DUAL.identity(), [*omega, 0, 0, 0])
+    return integrator, state, target(integrator, state.momentum)
+
+
 def target(integrator: DQVI, momentum: np.ndarray) -> np.ndarray:
     """``c = (h/2) pi`` of a torque-free step."""
     return 0.5 * integrator.step_size * np.asarray(momentum)
@@ -107,9 +115,7 @@ def test_principal_spin_exactly_at_the_step_limit_converges_to_the_fold(axis):
     body = symmetric_top()
     h = 0.1
     omega = rate(axis, 1.0, h)
-    integrator = DQVI(body, h)
-    state = body.state(DUAL.identity(), [*omega, 0, 0, 0])
-    c = target(integrator, state.momentum)
+    integrator, state, c = spinning(body, h, omega)
     x = np.array(integrator.solve(list(c)))
     assert relative_residual(integrator, x, c) < 1e-15
     assert integrator.statistics.last_iterations <= 30
@@ -133,9 +139,7 @@ def test_symmetric_top_matches_the_closed_form_discrete_precession(direction, h_
     h = 0.25
     omega = rate(direction, h_omega, h)
     assert top_has_solution(h, omega)
-    integrator = DQVI(body, h)
-    state = body.state(DUAL.identity(), [*omega, 0, 0, 0])
-    c = target(integrator, state.momentum)
+    integrator, state, c = spinning(body, h, omega)
     x = np.array(integrator.solve(list(c)))
     phi = top_increment(h, omega)
     np.testing.assert_allclose(x, [*phi, 0, 0, 0], atol=1e-12)
@@ -263,9 +267,7 @@ def test_asymmetric_top_beyond_its_existence_limit_fails_with_the_cause():
     body = asymmetric_top()
     h = 0.2
     omega = rate(WIDE_DIRECTION, 1.5, h)
-    integrator = DQVI(body, h)
-    state = body.state(DUAL.identity(), [*omega, 0, 0, 0])
-    c = target(integrator, state.momentum)
+    integrator, state, c = spinning(body, h, omega)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         best = root(lambda x: integrator.residual(x) - c if x[:3] @ x[:3] < 1 else np.full(6, 1.0),
