@@ -69,6 +69,12 @@ def status(name: str, level_: int | bytes, message: str,
                             values=key_values(values or {}))
 
 
+def status_name(node: Any) -> str:
+    """The status name of a node: its name, after its namespace when it has one
+    (``trident_ekf``, ``uav1/trident_ekf``), so that the nodes of several vehicles differ."""
+    return str(node.get_fully_qualified_name()).lstrip("/")
+
+
 def diagnostic_array(stamp: Any, *statuses: Any) -> Any:
     """A ``DiagnosticArray`` stamped ``stamp`` (``builtin_interfaces/Time``) holding
     ``statuses``."""

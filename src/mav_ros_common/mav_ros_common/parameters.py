@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
@@ -64,11 +64,19 @@ class ParameterError(ValueError):
         self.name = name
 
 
+SHOWN_CHARACTERS = 120
+"""Longest value text in a message: a value may be anything a user or a file passed."""
+
+
 def show(value: Any) -> str:
-    """A parameter value as it appears in messages (arrays as lists)."""
+    """A parameter value as it appears in messages (arrays as lists), cut to
+    ``SHOWN_CHARACTERS``."""
     if isinstance(value, array | tuple):
         value = list(value)
-    return repr(value)
+    text = repr(value)
+    if len(text) > SHOWN_CHARACTERS:
+        text = f"{text[:SHOWN_CHARACTERS - 30]}... ({len(text)} characters)"
+    return text
 
 
 def invalid(name: str, value: Any, allowed: str) -> ParameterError:
@@ -110,6 +118,8 @@ class ParameterSpec:
     length_multiple: int = 1
     min_length: int = 1
     allow_nan: bool = False
+    allow_empty: bool = False
+    """A string parameter may be empty (meaning "not given", as its description says)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.default, list | tuple):
@@ -158,7 +168,9 @@ class ParameterSpec:
         if kind == Kind.BOOL:
             return "true or false"
         if kind == Kind.STRING:
-            return f"one of {list(self.choices)}" if self.choices else "a non-empty string"
+            if self.choices:
+                return f"one of {list(self.choices)}"
+            return "a string (may be empty)" if self.allow_empty else "a non-empty string"
         if kind == Kind.INTEGER:
             return f"an integer{self._range()}{self._unit()}"
         if kind == Kind.DOUBLE:
@@ -228,7 +240,8 @@ class ParameterSpec:
             if _is_number(value) and self._number_ok(float(value), nan_ok=self.allow_nan):
                 return float(value)
         elif kind == Kind.STRING:
-            if isinstance(value, str) and value and (not self.choices or value in self.choices):
+            if isinstance(value, str) and (value or self.allow_empty) and (
+                    not self.choices or value in self.choices):
                 return value
         else:
             items = _sequence(value)
@@ -389,3 +402,25 @@ def flattened(parameters: Mapping[str, Any], prefix: str = "") -> dict[str, Any]
         else:
             flat[f"{prefix}{key}"] = value
     return flat
+
+
+def config_specs(prefix: str, config_class: type[Any]) -> list[ParameterSpec]:
+    """Read-only parameters ``<prefix>.<field>`` from a config dataclass made with
+    ``mav_geometry.settings.setting`` (description, unit, range, choices)."""
+    specs = []
+    for item in fields(config_class):
+        meta = item.metadata
+        default: Any = item.default
+        specs.append(ParameterSpec(
+            f"{prefix}.{item.name}", list(default) if isinstance(default, tuple) else default,
+            meta["doc"], meta["unit"], meta["low"], meta["high"], meta["choices"],
+            read_only=True, length=len(default) if isinstance(default, tuple) else None,
+            allow_nan=meta["allow_nan"]))
+    return specs
+
+
+def group(values: Values, prefix: str) -> dict[str, Any]:
+    """The ``<prefix>.<field>`` values (except ``enabled``) as field -> value."""
+    start = f"{prefix}."
+    return {name[len(start):]: value for name, value in values.items()
+            if name.startswith(start) and name != f"{prefix}.enabled"}

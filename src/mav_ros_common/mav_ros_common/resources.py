@@ -84,9 +84,9 @@ def config_file(relative: str | Path) -> Path:
 def find_named_file(name: str | Path, kind: str) -> Path:
     """A vehicle or robot file given as a path or as a name in the bringup's config.
 
-    ``kind`` is the config sub-folder (``"vehicles"`` or ``"robots"``). An absolute path,
-    or a path relative to the working directory that exists, wins; otherwise ``name``
-    (with or without ``.yaml``) is looked up in ``share/mav_bringup/config/<kind>/``.
+    ``kind`` is the config sub-folder (``"vehicles"``, ``"robots"`` or ``"scenarios"``). An
+    absolute path, or a path relative to the working directory that exists, wins; otherwise
+    ``name`` (with or without ``.yaml``) is looked up in ``share/mav_bringup/config/<kind>/``.
     """
     path = Path(name).expanduser()
     if path.is_absolute() or path.exists():

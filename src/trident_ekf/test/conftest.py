@@ -11,10 +11,11 @@ from typing import Any, ClassVar
 import pytest
 from rclpy.context import Context
 
+from mav_ros_common.parameters import group
 from mav_ros_common.testing import private_context
 from trident_ekf.core import FilterConfig
 from trident_ekf.core.initialization import Initializer
-from trident_ekf.ros.parameters import estimator_settings, group
+from trident_ekf.ros.parameters import estimator_settings
 from trident_ekf.tools.flightlog import read_log, write_bag
 from trident_ekf.tools.parameter_file import read_parameter_file
 from trident_ekf.tools.replay import aiding_groups

@@ -20,6 +20,7 @@ import pytest
 from scipy.stats import chi2
 
 from mav_geometry import quaternion
+from mav_geometry.settings import check_settings, setting
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
 from trident_ekf.core.earth import ecef_to_geodetic, enu_to_ecef_rotation, geodetic_to_ecef
 from trident_ekf.core.filter import ATT, BA, BG, POS, VEL, ErrorStateFilter
@@ -46,8 +47,6 @@ from trident_ekf.core.measurements.base import (
     AidingSource,
     Linearization,
     Measurement,
-    check_settings,
-    setting,
 )
 from trident_ekf.core.measurements.zero_velocity import StillnessDetector
 from trident_ekf.core.session import Datum, EstimationSession
@@ -158,8 +157,14 @@ def test_heading_magnetometer_jacobian(cls):
     assert source.dof == 1
     assert not source.augmented
     C = quaternion.to_matrix(estimate.nominal()[0])
-    sample = C.T @ source.field_ecef + np.array([4e-7, -3e-7, 2e-7])
-    _check_jacobian(estimate, source.measurement(0.0, sample), eps=1e-4)
+    exact = C.T @ source.field_ecef
+    linear = _check_jacobian(estimate, source.measurement(0.0, exact), eps=1e-4)
+    # The row is taken at the model field: the sample's noise moves the residual, not H
+    # (an H correlated with the residual's noise biases the update).
+    noisy = source.linearize(estimate, source.measurement(0.0, exact + np.array([4e-7, -3e-7,
+                                                                                 2e-7])))
+    assert np.array_equal(noisy.H, linear.H)
+    assert noisy.residual[0] != linear.residual[0]
 
 
 @pytest.mark.parametrize("cls", FILTERS)

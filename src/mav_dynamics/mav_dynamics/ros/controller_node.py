@@ -344,7 +344,8 @@ class ControllerNode(Node):
             self.parameters["diagnostics_period_s"] * 1e9)
         level, summary, values = self.diagnostic_status(now_ns)
         self.diagnostics_publisher.publish(diagnostics.diagnostic_array(
-            stamp, diagnostics.status(NODE_NAME, level, summary, values, self.vehicle_name)))
+            stamp, diagnostics.status(diagnostics.status_name(self), level, summary, values,
+                                      self.vehicle_name)))
         self._saturated_ticks = 0
         self._ticks = 0
 

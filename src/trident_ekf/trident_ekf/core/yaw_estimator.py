@@ -33,7 +33,7 @@ from numpy.typing import ArrayLike
 
 from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
-from trident_ekf.core.measurements.base import check_settings, setting
+from mav_geometry.settings import check_settings, setting
 
 GRAVITY = 9.80665  # m/s^2
 MAX_IMU_DT = 0.5  # s: longer IMU intervals are rejected

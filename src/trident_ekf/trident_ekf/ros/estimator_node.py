@@ -309,7 +309,8 @@ class EstimatorNode(Node):
             self.get_logger().error(summary, throttle_duration_sec=10.0)
         stamp = self.get_clock().now().to_msg()
         self._diagnostics.publish(diagnostics.diagnostic_array(
-            stamp, diagnostics.status(NODE_NAME, level, summary, values)))
+            stamp, diagnostics.status(diagnostics.status_name(self), level, summary,
+                                      values)))
 
 
 def _qos(qos: Qos) -> QoSProfile:

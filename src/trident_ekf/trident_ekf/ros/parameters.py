@@ -24,14 +24,22 @@ refuse, is one ``ParameterError`` naming the parameter, the value and what is al
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from mav_geometry import quaternion
-from mav_ros_common.parameters import ParameterError, ParameterSpec, Values, invalid
+from mav_geometry.settings import configure
+from mav_ros_common.parameters import (
+    ParameterError,
+    ParameterSpec,
+    Values,
+    config_specs,
+    group,
+    invalid,
+)
 from trident_ekf.adapters import PROFILE_NAMES, VELOCITY_TYPES, InputOptions
 from trident_ekf.adapters.base import namespace
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
@@ -39,7 +47,6 @@ from trident_ekf.core.config import MAX_SAMPLING_FACTOR
 from trident_ekf.core.filter import ErrorStateFilter
 from trident_ekf.core.initialization import Initializer
 from trident_ekf.core.measurements import REGISTRY
-from trident_ekf.core.measurements.base import configure
 from trident_ekf.core.measurements.gnss import GnssConfig
 from trident_ekf.core.yaw_estimator import YawEstimatorConfig
 
@@ -228,21 +235,6 @@ SPECS += (
 
 
 
-def config_specs(prefix: str, config_class: type[Any]) -> list[ParameterSpec]:
-    """Read-only parameters ``<prefix>.<field>`` from a config dataclass made with
-    ``core.measurements.base.setting`` (description, unit, range, choices)."""
-    specs = []
-    for item in fields(config_class):
-        meta = item.metadata
-        default: Any = item.default
-        specs.append(ParameterSpec(
-            f"{prefix}.{item.name}", list(default) if isinstance(default, tuple) else default,
-            meta["doc"], meta["unit"], meta["low"], meta["high"], meta["choices"],
-            read_only=True, length=len(default) if isinstance(default, tuple) else None,
-            allow_nan=meta["allow_nan"]))
-    return specs
-
-
 def aiding_specs() -> list[ParameterSpec]:
     """``gnss.*``, ``yaw_estimator.*`` and, per registered optional source,
     ``<source>.enabled`` and its settings."""
@@ -329,13 +321,6 @@ def frames(values: Values) -> tuple[str, str]:
         raise invalid("world_frame", world, f"map_frame '{map_frame}' or odom_frame "
                                             f"'{odom_frame}' (or empty: map_frame)")
     return world, base_frame
-
-
-def group(values: Values, prefix: str) -> dict[str, Any]:
-    """The ``<prefix>.<field>`` values (except ``enabled``) as field -> value."""
-    start = f"{prefix}."
-    return {name[len(start):]: value for name, value in values.items()
-            if name.startswith(start) and name != f"{prefix}.enabled"}
 
 
 def _datum(values: Values) -> tuple[float, float, float] | None:

@@ -37,6 +37,7 @@ from typing import Any
 
 from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
+from mav_geometry.settings import configure
 from mav_ros_common.diagnostics import DIAGNOSTICS_TOPIC
 from trident_ekf.adapters import (
     MALFORMED,
@@ -55,7 +56,6 @@ from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
 from trident_ekf.core.earth_field import decimal_year
 from trident_ekf.core.initialization import Initializer
 from trident_ekf.core.measurements import REGISTRY, build_sources
-from trident_ekf.core.measurements.base import configure
 from trident_ekf.core.measurements.gnss import GnssConfig
 from trident_ekf.core.measurements.magnetometer import MagnetometerConfig
 from trident_ekf.core.session import EstimationSession, OutputSchedule
@@ -611,7 +611,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         aiding = Aiding(tuple(args.aid), tuple(args.no_aid), args.settings, **window)
         filter_name = values["filter"]
     else:
-        from trident_ekf.ros.parameters import estimator_settings, group
+        from mav_ros_common.parameters import group
+        from trident_ekf.ros.parameters import estimator_settings
         values = args.parameters
         settings = estimator_settings(values)
         config, initializer = settings.filter_config, settings.initializer

@@ -24,14 +24,13 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from mav_geometry import quaternion
+from mav_geometry.settings import check_settings, setting
 from trident_ekf.core.earth import LocalGeodetic, enu_to_ecef_rotation
 from trident_ekf.core.measurements.base import (
     AidingSource,
     AugmentedState,
     Linearization,
     Measurement,
-    check_settings,
-    setting,
 )
 
 if TYPE_CHECKING:

@@ -16,6 +16,7 @@ import numpy as np
 
 from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
+from mav_geometry.settings import check_settings, setting
 from trident_ekf.core.config import FilterConfig
 from trident_ekf.core.earth import OMEGA_ECEF, ecef_to_geodetic, enu_to_ecef_rotation
 from trident_ekf.core.measurements.base import (
@@ -23,8 +24,6 @@ from trident_ekf.core.measurements.base import (
     AugmentedState,
     Linearization,
     Measurement,
-    check_settings,
-    setting,
 )
 from trident_ekf.core.skew import skew
 

@@ -19,12 +19,11 @@ import numpy as np
 
 from mav_geometry import quaternion
 from mav_geometry.arrays import FloatVector
+from mav_geometry.settings import check_settings, setting
 from trident_ekf.core.measurements.base import (
     AidingSource,
     Linearization,
     Measurement,
-    check_settings,
-    setting,
 )
 
 if TYPE_CHECKING:
