@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import pymap3d
-from harness import Case, run, write_report
+from harness import Case, append_and_show, run, write_report
 
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
 from trident_ekf.core.earth import LocalGeodetic, geodetic_to_ecef
@@ -246,9 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", f"Decoding {decoding_result.size} IMU and reference messages: "
               f"{decoding_result.ours_s / decoding_result.size * 1e6:.2f} us each with cdr, "
               f"{decoding_result.baseline_s / decoding_result.size * 1e6:.2f} us with rosbags."]
-    with markdown.open("a") as handle:
-        handle.write("\n".join(lines) + "\n")
-    print(markdown.read_text())
+    append_and_show(markdown, lines)
     return 0
 
 

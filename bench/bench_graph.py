@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from harness import Result, best_time, write_report
+from harness import Result, append_and_show, best_time, write_report
 
 from mav_bringup.graph.components import default_graph_file, load_graph
 from mav_bringup.graph.runner import SIMULATOR, RunOptions, run
@@ -230,9 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     lines += [f"| {name} | {factor:.2f}x | "
               f"{f'>= {TARGETS[name]:g}x' if name in TARGETS else '-'} |"
               for name, factor in factors.items()]
-    with markdown.open("a") as file:
-        file.write("\n".join(lines) + "\n")
-    print(markdown.read_text())
+    append_and_show(markdown, lines)
     return 0
 
 

@@ -109,7 +109,7 @@ def gnss_case() -> Case:
     antenna = position + ROTATION @ config.antenna_position_m
 
     def ours():
-        return model.measure(0.1 * next(clock), ROTATION, position, VELOCITY, OMEGA)
+        return model.measure_at(0.1 * next(clock), ROTATION, position, VELOCITY, OMEGA)
 
     def baseline():
         return pymap3d.enu2geodetic(*antenna, *config.datum)

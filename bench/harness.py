@@ -103,3 +103,11 @@ def write_report(
     markdown_path = output_dir / f"{stem}.md"
     markdown_path.write_text("\n".join(lines) + "\n")
     return json_path, markdown_path
+
+
+def append_and_show(markdown: Path, lines: list[str]) -> None:
+    """Append ``lines`` (a table of figures the bench adds) to its Markdown report and print
+    the whole report."""
+    with markdown.open("a") as file:
+        file.write("\n".join(lines) + "\n")
+    print(markdown.read_text())

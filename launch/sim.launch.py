@@ -38,6 +38,7 @@ def generate_launch_description() -> LaunchDescription:
             {
                 "use_sim_time": use_sim_time,
                 "vehicle_file": vehicle_file,
+                "scenario": ParameterValue(LaunchConfiguration("scenario"), value_type=str),
                 "duration_s": ParameterValue(LaunchConfiguration("duration_s"), value_type=float),
                 "real_time_factor": ParameterValue(
                     LaunchConfiguration("real_time_factor"), value_type=float),
@@ -76,6 +77,11 @@ def generate_launch_description() -> LaunchDescription:
             "vehicle", default_value="quadrotor_x.yaml",
             description="vehicle file: a name in config/vehicles of mav_bringup, or a path; "
                         "simulator and controller get the same file"),
+        DeclareLaunchArgument(
+            "scenario", default_value="calm",
+            description="scenario file (wind and timed faults): a name in config/scenarios of "
+                        "mav_bringup (calm, gusty, gnss_outage_30s, spoofing_jump, "
+                        "motor_failure, sensor_faults), or a path"),
         DeclareLaunchArgument(
             "trajectory", default_value="figure_eight",
             choices=["figure_eight", "hover", "waypoints"],

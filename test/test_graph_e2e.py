@@ -59,6 +59,8 @@ ONE_PROCESS_DURATION_S = 30.0
 DDS_DURATION_S = 20.0
 IMU_RATE_HZ = 200.0
 GNSS_RATE_HZ = 10.0
+AIDING_RATE_HZ = 50.0
+"""Barometer and magnetometer rate of config/simulator.yaml."""
 CONTROL_RATE_HZ = 100.0
 LOCKSTEP_RATE_HZ = 100.0
 """1 / lockstep_period_s of config/simulator.yaml."""
@@ -83,6 +85,8 @@ CONTRACT_TOPICS = {
     "/imu/data": "sensor_msgs/msg/Imu",
     "/gnss/fix": "sensor_msgs/msg/NavSatFix",
     "/gnss/vel": "geometry_msgs/msg/TwistWithCovarianceStamped",
+    "/barometer/pressure": "sensor_msgs/msg/FluidPressure",
+    "/magnetic_field": "sensor_msgs/msg/MagneticField",
     TRUTH: "nav_msgs/msg/Odometry",
     "/simulator/rotor_speeds": "sensor_msgs/msg/JointState",
     "/simulator/markers": "visualization_msgs/msg/MarkerArray",
@@ -186,7 +190,8 @@ def test_one_process_bag_holds_every_contract_topic(one_process_run: RunResult) 
     assert counts == one_process_run.topic_counts
     span = ONE_PROCESS_DURATION_S
     fixed_rates = {"/imu/data": IMU_RATE_HZ, "/gnss/fix": GNSS_RATE_HZ,
-                   "/gnss/vel": GNSS_RATE_HZ, "/actuator_commands": CONTROL_RATE_HZ}
+                   "/gnss/vel": GNSS_RATE_HZ, "/actuator_commands": CONTROL_RATE_HZ,
+                   "/barometer/pressure": AIDING_RATE_HZ, "/magnetic_field": AIDING_RATE_HZ}
     for topic, rate in fixed_rates.items():
         low, high = expected_count(rate, span)
         assert low <= counts[topic] <= high, f"{topic}: {counts[topic]} not in [{low}, {high}]"

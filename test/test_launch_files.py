@@ -57,8 +57,13 @@ DEFAULT_NODES = {
 ESTIMATOR_INPUTS = {"/imu/data", "/gnss/fix", "/gnss/vel"}
 # Arguments without a default must be given on the command line; these stand in for them.
 REQUIRED_ARGUMENT_VALUES = {"bag": "/data/flight_bag"}
-# Values tried beyond each argument's declared choices: every shipped vehicle.
-MORE_ARGUMENT_VALUES = {"vehicle": sorted(p.name for p in (CONFIG_DIR / "vehicles").glob("*.yaml"))}
+# Values tried beyond each argument's declared choices: every shipped vehicle and scenario.
+MORE_ARGUMENT_VALUES = {
+    "vehicle": sorted(p.name for p in (CONFIG_DIR / "vehicles").glob("*.yaml")),
+    # motor_failure names rotor 4: it is for the hexarotor, not the default vehicle.
+    "scenario": sorted(p.stem for p in (CONFIG_DIR / "scenarios").glob("*.yaml")
+                       if p.stem != "motor_failure"),
+}
 # Topics the simulation graph leaves to the user (commands), not fed by any of its nodes.
 EXTERNAL_INPUTS = {"/controller/setpoint"}
 # Message type each rviz2 display subscribes to.

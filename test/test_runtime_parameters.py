@@ -301,6 +301,7 @@ SIMULATOR_READ_ONLY = {
     "imu_rate_hz": 100.0, "imu_mount_position": [0.1, 0.0, 0.0],
     "imu_mount_rotation_xyzw": [0.0, 0.0, 1.0, 0.0], "gnss_rate_hz": 5.0,
     "gnss_latency_s": 0.1, "gnss_antenna_position": [0.0, 0.0, 0.1],
+    "scenario": "gusty", "vehicles": "hexarotor,quadrotor_x", "vehicle_spacing_m": 5.0,
 }
 SIMULATOR_DYNAMIC: dict[str, Any] = {
     "duration_s": 3600.0, "start_wait_s": 2.0, "lockstep": False, "lockstep_timeout_s": 0.5,
@@ -348,6 +349,15 @@ def simulator_state(node: Any) -> dict[str, Any]:
     }
 
 
+def simulated_sensor_values() -> dict[str, Any]:
+    """Every parameter the simulator's optional sensors generate (``<sensor>.*``)."""
+    from variational_sim.ros.parameters import SPECS
+    from variational_sim.sensors.optional import OPTIONAL_SENSORS
+
+    return values_other_than_default(
+        spec for spec in SPECS if spec.name.split(".")[0] in OPTIONAL_SENSORS)
+
+
 def test_simulator_parameters_at_run_time(client: Callable[[str], Client]) -> None:
     from rclpy.parameter import Parameter
     from sensor_msgs.msg import Imu
@@ -361,11 +371,12 @@ def test_simulator_parameters_at_run_time(client: Callable[[str], Client]) -> No
             Parameter("real_time_factor", value=1.0)])
 
     parameters = client("/simulator")
+    read_only = {**SIMULATOR_READ_ONLY, **simulated_sensor_values()}
     with hosted(make, step=lambda node: node.advance()) as (node, probe):
-        covers_every_parameter(node, SIMULATOR_READ_ONLY, SIMULATOR_DYNAMIC)
+        covers_every_parameter(node, read_only, SIMULATOR_DYNAMIC)
         samples: list[Any] = []
         probe.create_subscription(Imu, "imu/data", samples.append, SENSOR_DATA)
-        sweep(node, parameters, {**SIMULATOR_READ_ONLY, **SIMULATOR_DYNAMIC}, simulator_state)
+        sweep(node, parameters, {**read_only, **SIMULATOR_DYNAMIC}, simulator_state)
         refusals(node, parameters, {
             "lockstep_timeout_s": -1.0, "imu_gyro_noise_density": math.nan,
             "markers_rate_hz": 300.0,  # does not divide the physics rate: build refuses
@@ -381,14 +392,11 @@ def test_simulator_parameters_at_run_time(client: Callable[[str], Client]) -> No
 
 # ------------------------------------------------------------------ estimator
 
-def aiding_values() -> dict[str, Any]:
-    """A valid value other than the default for every parameter the GNSS model and the
-    registered aiding sources generate (``gnss.*``, ``<source>.*``), so that a new source's
-    parameters are swept without editing this test."""
-    from trident_ekf.ros.parameters import aiding_specs
-
+def values_other_than_default(specs: Any) -> dict[str, Any]:
+    """A valid value other than the default for every spec, so that generated parameters (a
+    new aiding source's or simulated sensor's) are swept without editing this test."""
     values: dict[str, Any] = {}
-    for spec in aiding_specs():
+    for spec in specs:
         default = spec.default
         if isinstance(default, bool):
             values[spec.name] = not default
@@ -404,6 +412,14 @@ def aiding_values() -> dict[str, Any]:
             middle = low + 0.37 * (high - low)
             values[spec.name] = middle if middle != default else low
     return values
+
+
+def aiding_values() -> dict[str, Any]:
+    """Every parameter the estimator's GNSS model and registered aiding sources generate
+    (``gnss.*``, ``<source>.*``)."""
+    from trident_ekf.ros.parameters import aiding_specs
+
+    return values_other_than_default(aiding_specs())
 
 
 ESTIMATOR_READ_ONLY = {

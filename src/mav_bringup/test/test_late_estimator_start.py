@@ -5,10 +5,10 @@ as it must without an estimate for the first 20 s), each in its own process, pac
 /clock, as ``test/test_graph_e2e.py`` runs the graph (its ``DdsGraph`` with the probe's
 recording, ``PeerProcess`` and the ``ros_env`` fixture are imported, not copied; the
 estimate is compared with the truth by the runner's ``metrics``). The estimator node gets the
-shipped
-``config/estimator.yaml`` with ``initial_yaw_deg`` NaN: the simulator has no magnetometer,
-so its yaw must come from the Gaussian-sum yaw estimator, from horizontal accelerations in
-flight. It is started late by ``LATE_START``, a stand-in in the estimator's own process:
+shipped ``config/estimator.yaml`` with ``initial_yaw_deg`` NaN and the magnetometer off
+(simulator and estimator: the path of a vehicle without a compass), so its yaw must come
+from the Gaussian-sum yaw estimator, from horizontal accelerations in flight. It is started
+late by ``LATE_START``, a stand-in in the estimator's own process:
 until ``START_S`` of sim time it only listens (on /clock and /imu/data, as the estimator
 does, which is what ``DdsGraph`` waits for before it starts the simulator), then leaves the
 graph and runs the estimator's executable with the parameters ``DdsGraph`` gave it.
@@ -149,7 +149,7 @@ def seed() -> int:
         largest = np.zeros(3)
         for k in range(1, round(DURATION_S * config.rate_hz) + 1):
             fix_time = k / config.rate_hz
-            gnss.measure(fix_time, np.eye(3), np.zeros(3), np.zeros(3), np.zeros(3))
+            gnss.measure_at(fix_time, np.eye(3), np.zeros(3), np.zeros(3), np.zeros(3))
             if fix_time >= START_S:
                 largest = np.maximum(largest, np.abs(gnss.correlated_error_enu))
         if np.all(largest <= _e2e.TYPICAL_DRAW_SIGMAS * sigma):
@@ -172,8 +172,10 @@ def late_start_run(ros_env: dict[str, str], seed: int,
         return peer
 
     options = RunOptions(duration_s=DURATION_S, seed=seed, odometry_source="ground_truth",
-                         overrides={SIMULATOR: {"real_time_factor": _e2e.PACED_RATE},
-                                    ESTIMATOR: {"initial_yaw_deg": math.nan}})
+                         overrides={SIMULATOR: {"real_time_factor": _e2e.PACED_RATE,
+                                                "magnetometer.enabled": False},
+                                    ESTIMATOR: {"initial_yaw_deg": math.nan,
+                                                "magnetometer.enabled": False}})
     wall_start = time.perf_counter()
     graph = None
     try:

@@ -53,7 +53,7 @@ def test_imu_rate_and_mount_cannot_change() -> None:
 
 
 def _fix(model: GnssModel, time_s: float) -> np.ndarray:
-    return model.measure(time_s, np.eye(3), np.zeros(3), np.zeros(3), np.zeros(3)).position_enu
+    return model.measure_at(time_s, np.eye(3), np.zeros(3), np.zeros(3), np.zeros(3)).position_enu
 
 
 def test_gnss_sigmas_and_outages_follow_the_new_law() -> None:
@@ -65,9 +65,9 @@ def test_gnss_sigmas_and_outages_follow_the_new_law() -> None:
                                     outages=((0.5, 0.6),)))
     a, b = _fix(steady, 0.2), _fix(changed, 0.2)
     assert np.allclose(b, 2.0 * a, rtol=1e-12)
-    fix = changed.measure(0.55, np.eye(3), np.zeros(3), np.zeros(3), np.zeros(3))
+    fix = changed.measure_at(0.55, np.eye(3), np.zeros(3), np.zeros(3), np.zeros(3))
     assert not fix.fix
-    assert np.allclose(np.diag(changed.measure(0.7, np.eye(3), np.zeros(3), np.zeros(3),
+    assert np.allclose(np.diag(changed.measure_at(0.7, np.eye(3), np.zeros(3), np.zeros(3),
                                                np.zeros(3)).position_covariance_enu),
                        [1.0, 1.0, 4.0])
     with pytest.raises(ValueError, match=r"\['datum'\] cannot change"):

@@ -311,7 +311,7 @@ def quiet_gnss(seed: int = 0, **overrides) -> GnssModel:
 
 
 def measure_at_origin(model: GnssModel, time_s: float):
-    return model.measure(time_s, np.eye(3), ZERO, ZERO, ZERO)
+    return model.measure_at(time_s, np.eye(3), ZERO, ZERO, ZERO)
 
 
 def test_enu_geodetic_round_trip_matches_pymap3d():
@@ -329,7 +329,7 @@ def test_noise_free_fix_is_the_antenna_with_lever_arm_and_rotation():
     model = quiet_gnss(antenna_position_m=antenna)
     R = rotation([0.0, 0.0, math.pi / 2])  # yawed 90 deg: body x points north
     position, velocity = np.array([10.0, -5.0, 30.0]), np.array([1.0, 2.0, 0.0])
-    fix = model.measure(0.0, R, position, velocity, np.array([0.0, 0.0, 0.5]))
+    fix = model.measure_at(0.0, R, position, velocity, np.array([0.0, 0.0, 0.5]))
     assert fix.fix
     np.testing.assert_allclose(fix.position_enu, position + np.array([0.0, 1.0, 0.2]), atol=1e-12)
     # w x r = (0, 0.5, 0) in base_link, i.e. west in ENU.

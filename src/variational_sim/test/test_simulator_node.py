@@ -22,13 +22,13 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import Imu, JointState, NavSatFix, NavSatStatus
+from sensor_msgs.msg import FluidPressure, Imu, JointState, MagneticField, NavSatFix, NavSatStatus
 from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import MarkerArray
 
 from mav_ros_common import stamps
-from mav_ros_common.parameters import ParameterError
+from mav_ros_common.parameters import ParameterError, flattened
 from mav_ros_common.qos import RELIABLE_10, SENSOR_DATA, TF, TF_STATIC
 from variational_sim.ros.parameters import SPECS
 from variational_sim.ros.simulator_node import SimulatorNode
@@ -95,11 +95,17 @@ class Probe:
         self.imu: list[Imu] = []
         self.odometry: list[Odometry] = []
         self.tf_static: list[TFMessage] = []
+        self.pressure: list[FluidPressure] = []
+        self.field: list[MagneticField] = []
         self.node.create_subscription(Clock, "/clock", self.clock.append, RELIABLE_10)
         self.node.create_subscription(Imu, "imu/data", self.imu.append, SENSOR_DATA)
         self.node.create_subscription(Odometry, "ground_truth/odometry", self.odometry.append,
                                       RELIABLE_10)
         self.node.create_subscription(TFMessage, "/tf_static", self.tf_static.append, TF_STATIC)
+        self.node.create_subscription(FluidPressure, "barometer/pressure", self.pressure.append,
+                                      SENSOR_DATA)
+        self.node.create_subscription(MagneticField, "magnetic_field", self.field.append,
+                                      SENSOR_DATA)
         self.reset = self.node.create_client(Trigger, "simulator/reset")
 
     def command(self, stamp_s: float, speeds: list[float], names: list[str] | None = None) -> None:
@@ -115,6 +121,7 @@ def graph(context) -> Iterator[tuple[SimulatorNode, Probe, SingleThreadedExecuto
     simulator = SimulatorNode(context=context, parameter_overrides=[
         Parameter("lockstep", value=True), Parameter("real_time_factor", value=0.0),
         Parameter("lockstep_timeout_s", value=60.0), Parameter("seed", value=5),
+        Parameter("barometer.enabled", value=True), Parameter("magnetometer.enabled", value=True),
         *(Parameter(f"imu_{name}", value=0.0) for name in NOISE_FREE_IMU)])
     probe = Probe(context)
     executor = SingleThreadedExecutor(context=context)
@@ -337,9 +344,123 @@ def test_standalone_main_runs_to_duration_and_rejects_bad_parameters(context):
     assert "parameter 'seed'" in bad.stderr
 
 
+def test_barometer_and_magnetometer_publish_standard_messages(graph):
+    """50 Hz each, stamped on the physics grid: static pressure of the standard day at the
+    datum's height above the geoid (ellipsoid 488 m - geoid 47 m), and the configured Earth
+    field (NED) seen by a level imu_link with yaw 0 (x east, y north, z up)."""
+    simulator, probe, executor = graph
+    for k in range(1, 6):
+        assert simulator.advance()
+        probe.command(0.01 * k, [0.0] * 4)
+        spin_until(executor, lambda: not simulator.waiting_for_command, "a boundary release")
+    spin_until(executor, lambda: len(probe.pressure) >= 2 and len(probe.field) >= 2,
+               "barometer and magnetometer messages")
+    pressure = probe.pressure[-1]
+    assert pressure.header.frame_id == "base_link"
+    assert stamps.to_ns(pressure.header.stamp) % 20_000_000 == 0
+    standard = 101325.0 * (1.0 - 0.0065 * 441.0 / 288.15) ** 5.25588
+    assert pressure.fluid_pressure == pytest.approx(standard, abs=60.0)  # drift, noise
+    assert pressure.variance == pytest.approx(3.0**2)
+    field = probe.field[-1]
+    assert field.header.frame_id == "imu_link"
+    north, east, down = simulator.simulator.config.magnetometer.earth_field_ned_T
+    measured = (field.magnetic_field.x, field.magnetic_field.y, field.magnetic_field.z)
+    assert measured == pytest.approx((east, north, -down), abs=2e-6)  # 0.3 uT noise
+    assert field.magnetic_field_covariance[0] == pytest.approx(3e-7**2)
+    values = simulator.diagnostic_values()
+    assert {"barometer_drift_pa", "magnetometer_disturbance_T",
+            "gnss_correlated_error_up_m"} <= set(values)
+
+
+def test_a_scenario_that_does_not_fit_the_simulator_is_a_clear_error(context, tmp_path):
+    scenario = tmp_path / "needs_a_magnetometer.yaml"
+    scenario.write_text("events:\n  - {type: magnetometer_disturbance, start_s: 1.0, "
+                        "field_T: [1.0e-5, 0.0, 0.0]}\n")
+    for name, words in ((str(scenario), ["scenario", "magnetometer", "enabled"]),
+                        ("no_such_scenario", ["scenario", "no_such_scenario", "calm"])):
+        with pytest.raises(ParameterError) as error:
+            SimulatorNode(context=context, parameter_overrides=[
+                Parameter("scenario", value=name)])
+        assert error.value.name == "scenario"
+        for word in words:
+            assert word in str(error.value)
+
+
+def test_several_vehicles_fly_in_their_own_namespaces_in_lock_step(context):
+    """``vehicles``: a quadrotor and a hexarotor in one simulator, namespaces uav1 and uav2,
+    3 m apart, each with its own seed; the lock-step waits for both commands; frames, static
+    transforms and diagnostics per vehicle."""
+    simulator = SimulatorNode(context=context, parameter_overrides=[
+        Parameter("vehicles", value="quadrotor_x, hexarotor.yaml"),
+        Parameter("real_time_factor", value=0.0), Parameter("lockstep_timeout_s", value=60.0)])
+    peer = Node("peer", context=context)
+    imu: dict[str, list[Imu]] = {"uav1": [], "uav2": []}
+    static: list[TFMessage] = []
+    statuses: list[str] = []
+    commands = {name: peer.create_publisher(JointState, f"/{name}/actuator_commands",
+                                            RELIABLE_10) for name in imu}
+    for name, received in imu.items():
+        peer.create_subscription(Imu, f"/{name}/imu/data", received.append, SENSOR_DATA)
+    peer.create_subscription(TFMessage, "/tf_static", static.append, TF_STATIC)
+    peer.create_subscription(DiagnosticArray, "/diagnostics",
+                             lambda m: statuses.extend(s.name for s in m.status), RELIABLE_10)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(simulator)
+    executor.add_node(peer)
+
+    def command(name: str, stamp_s: float, rotors: int) -> None:
+        message = JointState()
+        message.header.stamp = stamps.from_seconds(stamp_s)
+        message.name = [f"rotor_{i + 1}" for i in range(rotors)]
+        message.velocity = [0.0] * rotors
+        commands[name].publish(message)
+
+    try:
+        first, second = (channel.simulator for channel in simulator.channels)
+        assert (first.vehicle.name, second.vehicle.name) == ("quadrotor_x", "hexarotor")
+        assert first.config.seed != second.config.seed
+        assert second.config.initial_position[0] - first.config.initial_position[0] == 3.0
+        spin_until(executor, lambda: all(p.get_subscription_count() for p in commands.values())
+                   and simulator.count_subscribers("/uav2/imu/data") > 0, "discovery")
+        assert simulator.advance()
+        command("uav1", 0.01, 4)
+        spin_until(executor, lambda: first.motors.commands == [0.0] * 4, "uav1's command")
+        assert simulator.waiting_for_command  # uav2 has not answered the boundary
+        command("uav2", 0.01, 6)
+        spin_until(executor, lambda: not simulator.waiting_for_command, "both commands")
+        for k in range(2, 101):
+            assert simulator.advance()
+            command("uav1", 0.01 * k, 4)
+            command("uav2", 0.01 * k, 6)
+            spin_until(executor, lambda: not simulator.waiting_for_command, "a release")
+        spin_until(executor, lambda: imu["uav1"] and imu["uav2"] and static
+                   and {"uav1/simulator", "uav2/simulator"} <= set(statuses), "the messages")
+        assert imu["uav1"][-1].header.frame_id == "uav1/imu_link"
+        assert imu["uav2"][-1].header.frame_id == "uav2/imu_link"
+        children = {t.child_frame_id: t.header.frame_id for t in static[-1].transforms}
+        assert children == {"uav1/imu_link": "uav1/base_link", "uav1/gnss_link": "uav1/base_link",
+                            "uav2/imu_link": "uav2/base_link", "uav2/gnss_link": "uav2/base_link"}
+    finally:
+        executor.shutdown()
+        peer.destroy_node()
+        simulator.destroy_node()
+
+
+def test_a_bad_vehicles_entry_names_the_parameter(context):
+    for value, words in (("quadrotor_x,,hexarotor", ["vehicles", "none empty"]),
+                         ("quadrotor_x,no_such_vehicle", ["vehicles", "entry 2",
+                                                          "no_such_vehicle"])):
+        with pytest.raises(ParameterError) as error:
+            SimulatorNode(context=context, parameter_overrides=[Parameter("vehicles",
+                                                                          value=value)])
+        assert error.value.name == "vehicles"
+        for word in words:
+            assert word in str(error.value)
+
+
 def test_the_parameter_file_declares_exactly_the_nodes_parameters(context):
     path = Path(__file__).resolve().parents[3] / "config" / "simulator.yaml"
-    keys = set(yaml.safe_load(path.read_text())["simulator"]["ros__parameters"])
+    keys = set(flattened(yaml.safe_load(path.read_text())["simulator"]["ros__parameters"]))
     node = SimulatorNode(context=context, cli_args=["--ros-args", "--params-file", str(path)])
     try:
         assert keys == {spec.name for spec in SPECS}
@@ -347,5 +468,6 @@ def test_the_parameter_file_declares_exactly_the_nodes_parameters(context):
         assert node.get_parameter("lockstep_period_s").value == 0.01
         assert node.simulator.config.gnss.outages == ()
         assert node.lockstep
+        assert set(node.simulator.sensors) == {"imu", "gnss", "barometer", "magnetometer"}
     finally:
         node.destroy_node()

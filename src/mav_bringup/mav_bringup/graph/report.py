@@ -1,18 +1,36 @@
-"""The report of a run: PNG plots, ``summary.json`` and ``report.md`` (figures with units)."""
+"""The report of a run: PNG plots, ``summary.json`` and ``report.md`` (figures with units).
+
+Scenario events (``run["events"]``, see ``graph.events``) are shaded on every time plot and
+listed in report.md; ``sensors.png`` checks the barometer and the magnetometer against the
+ground truth next to the simulator's own record of their true errors."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from mav_bringup.graph.metrics import AXES, EstimateErrors, estimate_errors, tracking_error
-from mav_bringup.graph.series import RunSeries
+from mav_bringup.graph import events as scenario_events
+from mav_bringup.graph.metrics import (
+    AXES,
+    SOURCE_STATISTICS,
+    EstimateErrors,
+    barometer_height_error,
+    declination,
+    estimate_errors,
+    estimator_sources,
+    magnetometer_heading_error,
+    tracking_error,
+)
+from mav_bringup.graph.series import BAROMETER, MAGNETOMETER, RunSeries
+from mav_geometry.arrays import FloatArray
 
 matplotlib.use("Agg")  # files only: the runner may have no display
 
@@ -20,6 +38,10 @@ ENERGY_KEYS = ("energy_error_J", "momentum_error_Ns")
 """Simulator diagnostics plotted as the integrator's balance errors."""
 GNSS_ERROR_KEYS = tuple(f"gnss_correlated_error_{axis}_m" for axis in ("east", "north", "up"))
 """Simulator diagnostics: the true slowly varying GNSS error, which no filter can remove."""
+BAROMETER_ERROR_KEYS = ("barometer_drift_pa", "barometer_ground_effect_pa", "barometer_fault_pa")
+"""Simulator diagnostics: the barometer's true pressure errors (Pa)."""
+SOURCE_COLUMNS = ("messages", "accepted", "gated", "disturbed", "delayed")
+"""Estimator counters given a column of their own in report.md (the rest: when non-zero)."""
 
 
 def summarize(series: RunSeries, run: dict[str, Any]) -> dict[str, Any]:
@@ -34,6 +56,7 @@ def summarize(series: RunSeries, run: dict[str, Any]) -> dict[str, Any]:
                   if all(key in simulator and len(simulator[key][1]) for key in GNSS_ERROR_KEYS)
                   else None)
     return {
+        "scenario": None, "events": [],
         **run,
         "tracking_rms_m": float(np.sqrt(np.mean(tracking_norm**2))) if len(tracking) else None,
         "tracking_max_m": float(tracking_norm.max()) if len(tracking) else None,
@@ -44,8 +67,70 @@ def summarize(series: RunSeries, run: dict[str, Any]) -> dict[str, Any]:
         "gnss_fixes": len(series.fix_time),
         "gnss_no_fix": int(np.count_nonzero(~series.fix_valid)),
         "gnss_correlated_error_mean_enu_m": gnss_error,
+        "barometer": _barometer_summary(series),
+        "magnetometer": _magnetometer_summary(series),
+        "estimator_sources": estimator_sources(series.diagnostics.get("trident_ekf", {})),
         "topic_counts": series.topic_counts,
     }
+
+
+def _finite(values: FloatArray) -> FloatArray:
+    finite: FloatArray = values[np.isfinite(values)]
+    return finite
+
+
+def _barometer_summary(series: RunSeries) -> dict[str, Any] | None:
+    """Pressure altitude minus the true ellipsoidal height: its mean (m, mostly the geoid
+    height and the day's atmosphere) and its scatter about that mean (m); the simulator's
+    true offset and drift. None without barometer readings."""
+    if not len(series.barometer):
+        return None
+    _, error = barometer_height_error(series.barometer, series.truth, series.site.datum[2])
+    error = _finite(error)
+    simulator = series.diagnostics.get("simulator", {})
+
+    def stat(key: str, reduce: Any) -> float | None:
+        values = _finite(simulator[key][1]) if key in simulator else np.zeros(0)
+        return float(reduce(values)) if len(values) else None
+
+    return {
+        "readings": len(series.barometer),
+        "compared": len(error),
+        "height_error_mean_m": float(np.mean(error)) if len(error) else None,
+        "height_error_std_m": float(np.std(error)) if len(error) else None,
+        "true_offset_mean_m": stat("barometer_offset_m", np.mean),
+        "true_drift_max_abs_pa": stat("barometer_drift_pa", lambda v: np.max(np.abs(v))),
+        "true_ground_effect_max_pa": stat("barometer_ground_effect_pa", np.max),
+    }
+
+
+def _magnetometer_summary(series: RunSeries) -> dict[str, Any] | None:
+    """The yaw error of the magnetometer levelled with the true attitude (deg): mean, RMS,
+    largest; the field's declination and the simulator's largest true disturbance. None
+    without magnetometer readings."""
+    if not len(series.magnetometer):
+        return None
+    field = series.site.earth_field_ned_T
+    simulator = series.diagnostics.get("simulator", {})
+    disturbance = (_finite(simulator["magnetometer_disturbance_T"][1])
+                   if "magnetometer_disturbance_T" in simulator else np.zeros(0))
+    result: dict[str, Any] = {
+        "readings": len(series.magnetometer),
+        "declination_deg": math.degrees(declination(field)) if field is not None else None,
+        "true_disturbance_max_T": float(disturbance.max()) if len(disturbance) else None,
+        "compared": 0, "heading_error_mean_deg": None, "heading_error_rms_deg": None,
+        "heading_error_max_abs_deg": None,
+    }
+    if field is None:
+        return result
+    _, error = magnetometer_heading_error(series.magnetometer, series.truth, field,
+                                          series.site.imu_mount_rotation_xyzw)
+    error = np.degrees(_finite(error))
+    if len(error):
+        result.update(compared=len(error), heading_error_mean_deg=float(np.mean(error)),
+                      heading_error_rms_deg=float(np.sqrt(np.mean(error**2))),
+                      heading_error_max_abs_deg=float(np.max(np.abs(error))))
+    return result
 
 
 def write_report(series: RunSeries, directory: Path, run: dict[str, Any]) -> dict[str, Any]:
@@ -53,11 +138,13 @@ def write_report(series: RunSeries, directory: Path, run: dict[str, Any]) -> dic
     directory.mkdir(parents=True, exist_ok=True)
     summary = summarize(series, run)
     errors = estimate_errors(series.estimate, series.truth)
+    marks = _Marks(summary.get("events") or [], _end_of_run(series, summary))
     figures = {
-        "trajectory.png": _plot_trajectory(series),
-        "estimate_errors.png": _plot_estimate_errors(errors),
-        "tracking.png": _plot_tracking(series),
-        "integrator.png": _plot_integrator(series),
+        "trajectory.png": _plot_trajectory(series, marks),
+        "estimate_errors.png": _plot_estimate_errors(errors, marks),
+        "tracking.png": _plot_tracking(series, marks),
+        "integrator.png": _plot_integrator(series, marks),
+        "sensors.png": plot_sensors(series, marks),
     }
     for name, figure in figures.items():
         figure.savefig(directory / name, dpi=110)
@@ -67,7 +154,27 @@ def write_report(series: RunSeries, directory: Path, run: dict[str, Any]) -> dic
     return summary
 
 
-def _plot_trajectory(series: RunSeries) -> Figure:
+class _Marks:
+    """The scenario events to shade on the time plots of one report."""
+
+    def __init__(self, events: list[dict[str, Any]], end_of_run_s: float) -> None:
+        self.events = events
+        self.end_of_run_s = end_of_run_s
+
+    def on(self, axes: Any) -> int:
+        """Shade the events on ``axes`` (one axis or many; labelled on the first)."""
+        flat = [axes] if isinstance(axes, Axes) else list(np.ravel(axes))
+        return scenario_events.mark_events(flat, self.events, self.end_of_run_s)
+
+
+def _end_of_run(series: RunSeries, summary: dict[str, Any]) -> float:
+    """Sim time (s) an open-ended event is shaded to: the run's, else the last truth stamp."""
+    if summary.get("sim_time_s") is not None:
+        return float(summary["sim_time_s"])
+    return float(series.truth.time[-1]) if len(series.truth) else 0.0
+
+
+def _plot_trajectory(series: RunSeries, marks: _Marks) -> Figure:
     figure, (top, side) = plt.subplots(1, 2, figsize=(13, 5.5))
     valid = series.fix_valid
     top.plot(series.fix_enu[valid, 0], series.fix_enu[valid, 1], ".", ms=2, color="0.7",
@@ -79,6 +186,7 @@ def _plot_trajectory(series: RunSeries) -> Figure:
         side.plot(odometry.time, odometry.position[:, 2], style, lw=1, label=label)
     side.plot(series.fix_time[valid], series.fix_enu[valid, 2], ".", ms=2, color="0.7",
               label="GNSS fixes")
+    marks.on(side)
     top.set(xlabel="east (m)", ylabel="north (m)", title="Trajectory in the map frame (ENU)")
     top.axis("equal")
     top.legend(loc="best", fontsize=8)
@@ -88,8 +196,9 @@ def _plot_trajectory(series: RunSeries) -> Figure:
     return figure
 
 
-def _plot_estimate_errors(errors: EstimateErrors) -> Figure:
+def _plot_estimate_errors(errors: EstimateErrors, marks: _Marks) -> Figure:
     figure, axes = plt.subplots(3, 3, figsize=(14, 9), sharex=True)
+    marks.on(axes)
     rows = (("position", "m", 1.0), ("velocity", "m/s", 1.0), ("attitude", "deg", np.degrees(1.0)))
     for row, (name, unit, scale) in zip(axes, rows, strict=True):
         error = getattr(errors, name) * scale
@@ -108,9 +217,10 @@ def _plot_estimate_errors(errors: EstimateErrors) -> Figure:
     return figure
 
 
-def _plot_tracking(series: RunSeries) -> Figure:
+def _plot_tracking(series: RunSeries, marks: _Marks) -> Figure:
     time, error = tracking_error(series.truth, series.reference)
     figure, axis = plt.subplots(figsize=(10, 4))
+    marks.on(axis)
     for k in range(3):
         axis.plot(time, error[:, k], lw=0.8, label=f"{AXES[k]}")
     axis.plot(time, np.linalg.norm(error, axis=1), "k", lw=1.2, label="norm")
@@ -121,9 +231,11 @@ def _plot_tracking(series: RunSeries) -> Figure:
     return figure
 
 
-def _plot_integrator(series: RunSeries) -> Figure:
+def _plot_integrator(series: RunSeries, marks: _Marks) -> Figure:
     simulator = series.diagnostics.get("simulator", {})
     figure, axes = plt.subplots(1, 2, figsize=(12, 4))
+    if marks.on(axes):
+        axes[0].legend(loc="best", fontsize=8)
     for axis, key in zip(axes, ENERGY_KEYS, strict=True):
         if key in simulator:
             axis.plot(*simulator[key], lw=1)
@@ -137,30 +249,169 @@ def _plot_integrator(series: RunSeries) -> Figure:
     return figure
 
 
+def _absent(axis: Axes, text: str) -> None:
+    axis.text(0.5, 0.5, text, ha="center", va="center", transform=axis.transAxes, color="0.3")
+
+
+def plot_sensors(series: RunSeries, marks: _Marks) -> Figure:
+    """The barometer and the magnetometer against the ground truth, with the simulator's true
+    error terms (its 1 Hz diagnostics), on a common sim-time axis; a panel without its data
+    says so."""
+    simulator = series.diagnostics.get("simulator", {})
+    figure, (height, pressure, heading, disturbance) = plt.subplots(
+        4, 1, figsize=(12, 12), sharex=True)
+    marked = marks.on((height, pressure, heading, disturbance))
+
+    if len(series.barometer):
+        time, error = barometer_height_error(series.barometer, series.truth,
+                                             series.site.datum[2])
+        finite = np.isfinite(error)
+        mean = float(np.mean(error[finite])) if finite.any() else 0.0
+        height.plot(time, error - mean, color="C0", lw=0.6,
+                    label=f"pressure altitude - true height, run mean {mean:+.2f} m removed")
+        if "barometer_offset_m" in simulator:
+            stamps, offset = simulator["barometer_offset_m"]
+            height.plot(stamps, offset - mean, "o", color="C3", ms=4,
+                        label="simulator's true offset (noise-free), same mean removed")
+        height.legend(loc="best", fontsize=8)
+    else:
+        _absent(height, f"no {BAROMETER} in the bag (barometer disabled)")
+        if marked:
+            height.legend(loc="best", fontsize=8)
+    height.set(ylabel="height error (m)",
+               title="Barometer: ICAO standard pressure altitude minus true WGS-84 height")
+
+    plotted = [key for key in BAROMETER_ERROR_KEYS if key in simulator]
+    for key in plotted:
+        pressure.plot(*simulator[key], "o-", ms=3, lw=1,
+                      label=key.removeprefix("barometer_").removesuffix("_pa").replace("_", " "))
+    if plotted:
+        pressure.legend(loc="best", fontsize=8)
+    else:
+        _absent(pressure, "no barometer errors in the simulator diagnostics")
+    pressure.set(ylabel="pressure (Pa)",
+                 title="Barometer: simulator's true pressure errors (+ Pa reads as lower "
+                       "height)")
+
+    field = series.site.earth_field_ned_T
+    if len(series.magnetometer) and field is not None:
+        time, error = magnetometer_heading_error(series.magnetometer, series.truth, field,
+                                                 series.site.imu_mount_rotation_xyzw)
+        heading.plot(time, np.degrees(error), color="C0", lw=0.6,
+                     label="yaw from the field levelled with the true attitude, declination "
+                           "applied, - true yaw")
+        if "magnetometer_heading_error_deg" in simulator:
+            heading.plot(*simulator["magnetometer_heading_error_deg"], "o", color="C3", ms=4,
+                         label="simulator's true heading error (noise-free)")
+        heading.legend(loc="best", fontsize=8)
+        title = (f"Magnetometer: yaw error as a compass (declination "
+                 f"{math.degrees(declination(field)):+.2f} deg of the simulator's field)")
+    elif len(series.magnetometer):
+        _absent(heading, "the simulator's Earth field is unknown: no heading check")
+        title = "Magnetometer: yaw error as a compass"
+    else:
+        _absent(heading, f"no {MAGNETOMETER} in the bag (magnetometer disabled)")
+        title = "Magnetometer: yaw error as a compass"
+    heading.set(ylabel="yaw error (deg, + CCW)", title=title)
+
+    if "magnetometer_disturbance_T" in simulator:
+        stamps, values = simulator["magnetometer_disturbance_T"]
+        disturbance.plot(stamps, 1e6 * values, "o-", color="C4", ms=3, lw=1,
+                         label="|field added to the Earth field| (iron, motors, ground, "
+                               "faults)")
+        disturbance.legend(loc="best", fontsize=8)
+    else:
+        _absent(disturbance, "no magnetometer disturbance in the simulator diagnostics")
+    disturbance.set(xlabel="sim time (s)", ylabel="disturbance (uT)",
+                    title="Magnetometer: simulator's true disturbance magnitude")
+    figure.tight_layout()
+    return figure
+
+
 def _enu(values: list[float] | None) -> str:
     if values is None:
         return "n/a"
     return "E {:+.2f} m, N {:+.2f} m, U {:+.2f} m".format(*values)
 
 
-def _markdown(summary: dict[str, Any], figures: list[str]) -> str:
-    def number(value: Any, fmt: str) -> str:
-        return "n/a" if value is None else format(value, fmt)
+def _number(value: Any, fmt: str) -> str:
+    return "n/a" if value is None else format(value, fmt)
 
+
+def _sensor_lines(summary: dict[str, Any]) -> list[str]:
+    """Bullets on the barometer and the magnetometer against the truth (sensors.png)."""
+    lines = []
+    barometer = summary.get("barometer")
+    if barometer is None:
+        lines.append("- barometer: no readings in the bag (disabled)")
+    else:
+        lines.append(
+            f"- barometer: {barometer['readings']} readings; standard pressure altitude minus "
+            f"the true ellipsoidal height averaged "
+            f"{_number(barometer['height_error_mean_m'], '+.2f')} m (geoid height, the day's "
+            f"atmosphere, drift; the simulator's true offset averaged "
+            f"{_number(barometer['true_offset_mean_m'], '+.2f')} m) and scattered "
+            f"{_number(barometer['height_error_std_m'], '.2f')} m (std) about that mean; "
+            f"largest true drift {_number(barometer['true_drift_max_abs_pa'], '.1f')} Pa, "
+            f"ground effect {_number(barometer['true_ground_effect_max_pa'], '.1f')} Pa")
+    magnetometer = summary.get("magnetometer")
+    if magnetometer is None:
+        lines.append("- magnetometer: no readings in the bag (disabled)")
+    else:
+        disturbance = magnetometer["true_disturbance_max_T"]
+        lines.append(
+            f"- magnetometer: {magnetometer['readings']} readings; as a compass levelled with "
+            f"the true attitude (declination "
+            f"{_number(magnetometer['declination_deg'], '+.2f')} deg) its yaw error was RMS "
+            f"{_number(magnetometer['heading_error_rms_deg'], '.2f')} deg, mean "
+            f"{_number(magnetometer['heading_error_mean_deg'], '+.2f')} deg, largest "
+            f"{_number(magnetometer['heading_error_max_abs_deg'], '.2f')} deg; largest true "
+            f"disturbance {_number(None if disturbance is None else 1e6 * disturbance, '.2f')}"
+            " uT")
+    return lines
+
+
+def _source_lines(sources: dict[str, dict[str, float]]) -> list[str]:
+    """The estimator's final counters per aiding source, as a table."""
+    if not sources:
+        return ["No per-source counters in the estimator's diagnostics.", ""]
+    columns = [c for c in SOURCE_COLUMNS if any(c in counters for counters in sources.values())]
+    lines = ["Estimator (trident_ekf) per aiding source, final counts (NIS mean: expected about "
+             "the measurement's dimension):", "",
+             "| source | " + " | ".join(columns) + " | other (non-zero) | NIS mean |",
+             "|---|" + "---|" * (len(columns) + 2)]
+    for source, counters in sources.items():
+        cells = [f"{counters[c]:g}" if c in counters else "-" for c in columns]
+        other = ", ".join(f"{name} {value:g}" for name, value in counters.items()
+                          if name not in columns and name not in SOURCE_STATISTICS and value)
+        lines.append(f"| {source} | " + " | ".join(cells)
+                     + f" | {other or '-'} | {_number(counters.get('nis_mean'), '.3f')} |")
+    return [*lines, ""]
+
+
+def _scenario_words(summary: dict[str, Any]) -> str:
+    if summary.get("scenario") is None:
+        return ""
+    return (f", scenario `{summary['scenario']}` ({len(summary.get('events') or [])} timed "
+            "events)")
+
+
+def _markdown(summary: dict[str, Any], figures: list[str]) -> str:
     lines = [
         "# mav-sim run report", "",
         f"- vehicle `{summary.get('vehicle')}`, trajectory `{summary.get('trajectory')}`, "
-        f"controller on `{summary.get('odometry_source')}`",
-        f"- {number(summary.get('sim_time_s'), '.1f')} s simulated in "
-        f"{number(summary.get('wall_time_s'), '.1f')} s wall: "
-        f"**{number(summary.get('real_time_factor'), '.2f')}x real time**",
-        f"- tracking (truth vs reference): RMS **{number(summary['tracking_rms_m'], '.3f')} m**, "
-        f"max {number(summary['tracking_max_m'], '.3f')} m",
+        f"controller on `{summary.get('odometry_source')}`{_scenario_words(summary)}",
+        f"- {_number(summary.get('sim_time_s'), '.1f')} s simulated in "
+        f"{_number(summary.get('wall_time_s'), '.1f')} s wall: "
+        f"**{_number(summary.get('real_time_factor'), '.2f')}x real time**",
+        f"- tracking (truth vs reference): RMS **{_number(summary['tracking_rms_m'], '.3f')} m**, "
+        f"max {_number(summary['tracking_max_m'], '.3f')} m",
         f"- GNSS fixes {summary['gnss_fixes']} ({summary['gnss_no_fix']} NO_FIX); the "
         "simulated correlated (Gauss-Markov) GNSS error averaged "
         f"{_enu(summary['gnss_correlated_error_mean_enu_m'])} over the run: the estimate "
         "follows it (no filter can tell it from motion) and its GNSS-bias states should "
-        "cover it", "",
+        "cover it",
+        *_sensor_lines(summary), "",
         "| estimate error | RMS | inside 3 sigma |", "|---|---|---|",
     ]
     units = {"position": "m", "velocity": "m/s", "attitude": "rad"}
@@ -168,8 +419,10 @@ def _markdown(summary: dict[str, Any], figures: list[str]) -> str:
         unit = units[key.split("_")[0]]
         lines.append(f"| {key} | {rms:.4f} {unit} | "
                      f"{100 * summary['inside_three_sigma'][key]:.1f} % |")
-    lines += ["", "| topic | messages |", "|---|---|"]
+    lines += ["", *_source_lines(summary.get("estimator_sources") or {})]
+    lines += scenario_events.markdown_lines(summary)
+    lines += ["## Recorded topics", "", "| topic | messages |", "|---|---|"]
     counts = sorted(summary["topic_counts"].items())
     lines += [f"| `{topic}` | {count} |" for topic, count in counts]
-    lines += [""] + [f"![{name}]({name})" for name in figures] + [""]
+    lines += ["", "## Figures", ""] + [f"![{name}]({name})" for name in figures] + [""]
     return "\n".join(lines)

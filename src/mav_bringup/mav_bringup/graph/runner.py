@@ -14,7 +14,7 @@ import argparse
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +24,16 @@ from rclpy.executors import Executor
 from rclpy.experimental.events_executor import EventsExecutor
 from rclpy.node import Node
 
-from mav_bringup.graph.components import default_graph_file, load_graph
+from mav_bringup.graph import fleet
+from mav_bringup.graph.components import Component, default_graph_file, load_graph
+from mav_bringup.graph.events import scenario_facts
+from mav_bringup.graph.fleet import write_fleet_summary
 from mav_bringup.graph.recorder import BagRecorder, topic_specs
 from mav_bringup.graph.report import write_report
 from mav_bringup.graph.series import read_run
+from mav_ros_common.resources import find_named_file
 from variational_sim.ros.simulator_node import drive
+from variational_sim.vehicle_sim.scenario import load_scenario
 
 SIMULATOR = "simulator"
 DRAIN_S = 0.3
@@ -44,9 +49,14 @@ class RunOptions:
 
     duration_s: float = 60.0
     vehicle: str = "quadrotor_x.yaml"
+    vehicles: tuple[str, ...] = ()
+    """Several vehicles (files) in namespaces uav1, uav2...; empty: ``vehicle`` alone."""
+    vehicle_spacing_m: float = 3.0
     trajectory: str = "figure_eight"
     odometry_source: str = "estimate"
     seed: int = 0
+    scenario: str | None = None
+    """Scenario, a name in config/scenarios/ or a path; None: the simulator's parameter file's."""
     output_dir: Path = Path("results/demo")
     overwrite: bool = False
     record: bool = True
@@ -64,6 +74,11 @@ class RunOptions:
             "controller": {"vehicle_file": self.vehicle, "trajectory": self.trajectory,
                            "odometry_source": self.odometry_source},
         }
+        if self.vehicles:
+            parameters[SIMULATOR].update({"vehicles": ",".join(self.vehicles),
+                                          "vehicle_spacing_m": float(self.vehicle_spacing_m)})
+        if self.scenario is not None:
+            parameters[SIMULATOR]["scenario"] = self.scenario
         for node, values in self.overrides.items():
             parameters.setdefault(node, {}).update(values)
         return parameters
@@ -93,6 +108,11 @@ def run(options: RunOptions) -> RunResult:
     components = load_graph(graph_file)
     if SIMULATOR not in {c.name for c in components}:
         raise ValueError(f"graph file {graph_file} has no '{SIMULATOR}' node")
+    if options.scenario is not None:
+        # A typo fails here, before the output directory is cleared and ROS starts (the
+        # simulator node checks it again: ScenarioError is a ValueError, a missing file an
+        # OSError).
+        load_scenario(find_named_file(options.scenario, "scenarios"))
     bag = options.output_dir / "bag" if options.record else None
     _prepare_output(options.output_dir, options.overwrite)
     parameters = options.node_parameters()
@@ -102,11 +122,7 @@ def run(options: RunOptions) -> RunResult:
     recorder: BagRecorder | None = None
     try:
         for component in components:
-            values = {"use_sim_time": component.name != SIMULATOR,
-                      **parameters.get(component.name, {})}
-            node_class = component.load_class()
-            nodes[component.name] = node_class(
-                context=context, cli_args=component.ros_arguments(values))
+            nodes.update(_create_nodes(component, options, parameters, context))
         executor = EventsExecutor(context=context)
         if bag is not None:
             simulator: Any = nodes[SIMULATOR]
@@ -121,22 +137,61 @@ def run(options: RunOptions) -> RunResult:
         counts = dict(recorder.counts) if recorder else {}
         latitude, longitude, height = nodes[SIMULATOR].get_parameter("datum").value
         datum = (float(latitude), float(longitude), float(height))
+        simulator_node: Any = nodes[SIMULATOR]
+        config = simulator_node.simulator.config  # what the simulator really ran with
+        scenario = scenario_facts(config.scenario)
+        earth_field = (tuple(config.magnetometer.earth_field_ned_T)
+                       if config.magnetometer is not None else None)
+        imu_mount = tuple(config.imu.mount_rotation_xyzw)
     finally:
         if recorder is not None:
             recorder.close()
         for node in nodes.values():
             node.destroy_node()
         rclpy.shutdown(context=context)
-    run_facts = {"vehicle": options.vehicle, "trajectory": options.trajectory,
+    run_facts = {"vehicle": ",".join(options.vehicles) or options.vehicle,
+                 "trajectory": options.trajectory,
                  "odometry_source": options.odometry_source, "seed": options.seed,
+                 **scenario,
                  "sim_time_s": sim_time, "wall_time_s": wall_time,
                  "real_time_factor": sim_time / wall_time if wall_time > 0 else None}
     summary: dict[str, Any] = dict(run_facts)
     report_dir = None
     if bag is not None and options.report:
         report_dir = options.output_dir / "report"
-        summary = write_report(read_run(bag, datum), report_dir, run_facts)
+        if not options.vehicles:
+            summary = write_report(read_run(bag, datum, earth_field, imu_mount), report_dir,
+                                   run_facts)
+        else:
+            summary = write_fleet_summary(report_dir, run_facts, {
+                fleet.namespace(k): write_report(
+                    read_run(bag, datum, earth_field, imu_mount, fleet.namespace(k)),
+                    report_dir / fleet.namespace(k), {**run_facts, "vehicle": vehicle_file})
+                for k, vehicle_file in enumerate(options.vehicles)})
     return RunResult(sim_time, wall_time, bag, report_dir, summary, counts)
+
+
+def _create_nodes(component: Component, options: RunOptions,
+                  parameters: dict[str, dict[str, Any]], context: rclpy.Context
+                  ) -> dict[str, Node]:
+    """The component's node, or with several vehicles one per vehicle (keyed
+    ``uav<k>/<name>``) in its namespace, with its own parameter file copy."""
+    values = {"use_sim_time": component.name != SIMULATOR,
+              **parameters.get(component.name, {})}
+    node_class = component.load_class()
+    if component.name == SIMULATOR or not options.vehicles:
+        return {component.name: node_class(context=context,
+                                           cli_args=component.ros_arguments(values))}
+    nodes = {}
+    for k, vehicle_file in enumerate(options.vehicles):
+        name_space = fleet.namespace(k)
+        copy = replace(component, parameters=fleet.namespaced_parameter_file(
+            component, name_space, options.output_dir / "parameters"))
+        arguments = copy.ros_arguments({**values, **fleet.vehicle_parameters(
+            component, k, vehicle_file, options.vehicle_spacing_m)})
+        nodes[f"{name_space}/{component.name}"] = node_class(
+            context=context, cli_args=[*arguments, "-r", f"__ns:=/{name_space}"])
+    return nodes
 
 
 def _prepare_output(directory: Path, overwrite: bool) -> None:
@@ -144,7 +199,7 @@ def _prepare_output(directory: Path, overwrite: bool) -> None:
         if not overwrite:
             raise FileExistsError(f"output directory {directory} is not empty; pass "
                                   "--overwrite or choose another --output-dir")
-        for name in ("bag", "report"):
+        for name in ("bag", "report", "parameters"):
             target = directory / name
             if target.is_dir():
                 shutil.rmtree(target)
@@ -189,6 +244,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--vehicle", default=defaults.vehicle,
                         help="vehicle file, a name in config/vehicles/ or a path "
                              "(default %(default)s)")
+    parser.add_argument("--vehicles", type=_vehicle_list, default=defaults.vehicles,
+                        metavar="FILE,FILE,...",
+                        help="fly several vehicles in one simulator, e.g. "
+                             "quadrotor_x,hexarotor: namespaces uav1, uav2..., one controller "
+                             "and estimator each, one report per vehicle (replaces --vehicle)")
+    parser.add_argument("--vehicle-spacing", type=float, default=defaults.vehicle_spacing_m,
+                        help="with --vehicles, east spacing of the start positions, m "
+                             "(default %(default)s)")
     parser.add_argument("--trajectory", default=defaults.trajectory,
                         choices=("figure_eight", "hover", "waypoints"),
                         help="reference the controller tracks (default %(default)s)")
@@ -197,6 +260,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="what the controller flies on (default %(default)s)")
     parser.add_argument("--seed", type=int, default=defaults.seed,
                         help="sensor-noise seed (default %(default)s)")
+    parser.add_argument("--scenario", default=defaults.scenario, metavar="NAME_OR_PATH",
+                        help="wind and timed faults: a name in config/scenarios/ (calm, ...) or "
+                             "a scenario file (default: the simulator parameter file's "
+                             "'scenario')")
     parser.add_argument("--output-dir", type=Path, default=defaults.output_dir,
                         help="where bag/ and report/ go (default %(default)s)")
     parser.add_argument("--overwrite", action="store_true",
@@ -211,6 +278,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "(YAML value: write 5.0 for a real-valued parameter; repeatable)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     return parser.parse_args(argv)
+
+
+def _vehicle_list(text: str) -> tuple[str, ...]:
+    files = tuple(entry.strip() for entry in text.split(","))
+    if not all(files):
+        raise argparse.ArgumentTypeError(f"expected comma-separated vehicle files, got {text!r}")
+    return files
 
 
 def _overrides(assignments: list[str]) -> dict[str, dict[str, Any]]:
@@ -228,8 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         options = RunOptions(
-            duration_s=args.duration, vehicle=args.vehicle, trajectory=args.trajectory,
-            odometry_source=args.odometry_source, seed=args.seed, output_dir=args.output_dir,
+            duration_s=args.duration, vehicle=args.vehicle, vehicles=args.vehicles,
+            vehicle_spacing_m=args.vehicle_spacing, trajectory=args.trajectory,
+            odometry_source=args.odometry_source, seed=args.seed, scenario=args.scenario,
+            output_dir=args.output_dir,
             overwrite=args.overwrite, record=not args.no_record, report=not args.no_record,
             graph=args.graph, overrides=_overrides(args.set), progress=not args.quiet)
         result = run(options)
@@ -241,9 +317,16 @@ def main(argv: list[str] | None = None) -> int:
     if result.bag is not None:
         print(f"mav-sim: bag {result.bag} ({sum(result.topic_counts.values())} messages on "
               f"{len(result.topic_counts)} topics)")
-    if result.report_dir is not None:
+    if result.report_dir is not None and "vehicles" in result.summary:
+        print(f"mav-sim: report {result.report_dir / 'report.md'}")
+        for name, facts in result.summary["vehicles"].items():
+            print(f"mav-sim: {name} ({facts.get('vehicle')}): tracking RMS "
+                  f"{facts.get('tracking_rms_m')} m; inside 3 sigma "
+                  f"{facts.get('inside_three_sigma')}")
+    elif result.report_dir is not None:
         summary = result.summary
-        print(f"mav-sim: report {result.report_dir / 'report.md'}; tracking RMS "
+        print(f"mav-sim: report {result.report_dir / 'report.md'}; scenario "
+              f"{summary.get('scenario')}; tracking RMS "
               f"{summary.get('tracking_rms_m')} m; inside 3 sigma "
               f"{summary.get('inside_three_sigma')}")
     return 0

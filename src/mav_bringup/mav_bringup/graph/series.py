@@ -1,9 +1,10 @@
 """Time series of a recorded run, read back from its bag (truth, estimate, reference, GNSS,
-simulator diagnostics), as numpy arrays on the message stamps (s)."""
+barometer, magnetometer, diagnostics), as numpy arrays on the message stamps (s)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ TRUTH = "/ground_truth/odometry"
 ESTIMATE = "/trident_ekf/odometry"
 REFERENCE = "/controller/reference"
 FIX = "/gnss/fix"
+BAROMETER = "/barometer/pressure"
+MAGNETOMETER = "/magnetic_field"
 
 
 @dataclass
@@ -58,6 +61,35 @@ class OdometrySeries:
 
 
 @dataclass
+class SensorSamples:
+    """Readings of one sensor: stamps (s) and values, one row per reading (barometer: static
+    pressure, Pa, shape (n,); magnetometer: flux density, T, imu_link axes, shape (n, 3))."""
+
+    time: FloatArray
+    values: FloatArray
+
+    @classmethod
+    def empty(cls, width: int = 0) -> SensorSamples:
+        """No readings (the sensor is disabled or was not recorded); ``width`` 0: scalars."""
+        return cls(np.zeros(0), np.zeros((0, width)) if width else np.zeros(0))
+
+    def __len__(self) -> int:
+        return len(self.time)
+
+
+@dataclass(frozen=True)
+class SensorSite:
+    """What the sensor figures need that the bag does not carry: the map datum (deg, deg, m
+    WGS-84 ellipsoidal height), the simulator's Earth field (north, east, down, T; None:
+    unknown, e.g. no magnetometer) and the IMU mount (imu_link in base_link, [x, y, z, w]):
+    the magnetometer reads in imu_link axes."""
+
+    datum: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    earth_field_ned_T: tuple[float, float, float] | None = None  # noqa: N815 (SI unit T)
+    imu_mount_rotation_xyzw: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 1.0)
+
+
+@dataclass
 class RunSeries:
     """Everything the report plots, from one bag."""
 
@@ -70,25 +102,48 @@ class RunSeries:
     diagnostics: dict[str, dict[str, tuple[FloatArray, FloatArray]]] = field(default_factory=dict)
     """status name -> key -> (stamps s, values) for every numeric diagnostic value."""
     topic_counts: dict[str, int] = field(default_factory=dict)
+    barometer: SensorSamples = field(default_factory=SensorSamples.empty)
+    """``/barometer/pressure`` (Pa); empty when the barometer is off."""
+    magnetometer: SensorSamples = field(default_factory=lambda: SensorSamples.empty(3))
+    """``/magnetic_field`` (T, imu_link axes); empty when the magnetometer is off."""
+    site: SensorSite = field(default_factory=SensorSite)
 
 
-def read_run(bag: Path, datum: tuple[float, float, float]) -> RunSeries:
-    """Read a run's bag; GNSS fixes are converted to ENU at ``datum`` (deg, deg, m)."""
+def read_run(bag: Path, datum: tuple[float, float, float],
+             earth_field_ned_T: tuple[float, float, float] | None = None,
+             imu_mount_rotation_xyzw: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 1.0),
+             namespace: str = "") -> RunSeries:
+    """Read a run's bag; GNSS fixes are converted to ENU at ``datum`` (deg, deg, m). The
+    simulator's Earth field (NED, T) and IMU mount go into ``RunSeries.site`` for the
+    magnetometer's heading check. ``namespace``: the vehicle of a multi-vehicle run
+    (``uav2``): its topics, and its nodes' statuses under their plain names (``simulator``,
+    ``trident_ekf``)."""
+    prefix = f"/{namespace}" if namespace else ""
+    truth, estimate, reference, fix_topic, barometer, magnetometer = (
+        prefix + topic for topic in (TRUTH, ESTIMATE, REFERENCE, FIX, BAROMETER, MAGNETOMETER))
     odometry: dict[str, list[Any]] = defaultdict(list)
     fixes: list[tuple[float, float, float, float, bool]] = []
+    pressures: list[tuple[float, float]] = []
+    magnetic: list[tuple[float, float, float, float]] = []
     diagnostics: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(
         lambda: defaultdict(list))
     with Reader(bag) as reader:
         counts = {c.topic: c.msgcount for c in reader.connections}
         wanted = [c for c in reader.connections
-                  if c.topic in (TRUTH, ESTIMATE, REFERENCE, FIX, DIAGNOSTICS_TOPIC)]
+                  if c.topic in (truth, estimate, reference, fix_topic, barometer, magnetometer,
+                                 DIAGNOSTICS_TOPIC)]
         for connection, _, raw in reader.messages(connections=wanted):
             message: Any = TYPESTORE.deserialize_cdr(raw, connection.msgtype)
-            if connection.topic == FIX:
+            if connection.topic == fix_topic:
                 fixes.append((to_seconds(message.header.stamp), message.latitude, message.longitude,
                               message.altitude, message.status.status >= 0))
+            elif connection.topic == barometer:
+                pressures.append((to_seconds(message.header.stamp), message.fluid_pressure))
+            elif connection.topic == magnetometer:
+                vector = message.magnetic_field
+                magnetic.append((to_seconds(message.header.stamp), vector.x, vector.y, vector.z))
             elif connection.topic == DIAGNOSTICS_TOPIC:
-                _collect_diagnostics(message, diagnostics)
+                _collect_diagnostics(message, diagnostics, namespace)
             else:
                 odometry[connection.topic].append(message)
     if fixes:
@@ -98,25 +153,42 @@ def read_run(bag: Path, datum: tuple[float, float, float]) -> RunSeries:
     else:
         t, fix_enu, valid = np.zeros(0), np.zeros((0, 3)), np.zeros(0, dtype=bool)
     return RunSeries(
-        truth=OdometrySeries.from_messages(odometry[TRUTH]),
-        estimate=OdometrySeries.from_messages(odometry[ESTIMATE]),
-        reference=OdometrySeries.from_messages(odometry[REFERENCE]),
+        truth=OdometrySeries.from_messages(odometry[truth]),
+        estimate=OdometrySeries.from_messages(odometry[estimate]),
+        reference=OdometrySeries.from_messages(odometry[reference]),
         fix_time=t.astype(float), fix_enu=fix_enu, fix_valid=valid.astype(bool),
         diagnostics={name: {key: (np.array([p[0] for p in points]),
                                   np.array([p[1] for p in points]))
                             for key, points in values.items()}
                      for name, values in diagnostics.items()},
         topic_counts=counts,
+        barometer=_samples(pressures, 0),
+        magnetometer=_samples(magnetic, 3),
+        site=SensorSite(datum, earth_field_ned_T, imu_mount_rotation_xyzw),
     )
 
 
-def _collect_diagnostics(message: Any,
-                         into: dict[str, dict[str, list[tuple[float, float]]]]) -> None:
+def _samples(rows: Sequence[tuple[float, ...]], width: int) -> SensorSamples:
+    """Readings ``(stamp, value...)`` sorted by stamp (the bag is in receive order)."""
+    if not rows:
+        return SensorSamples.empty(width)
+    table = np.array(sorted(rows), dtype=float)
+    return SensorSamples(table[:, 0], table[:, 1:] if width else table[:, 1])
+
+
+def _collect_diagnostics(message: Any, into: dict[str, dict[str, list[tuple[float, float]]]],
+                         namespace: str = "") -> None:
+    """Numeric values by status name; with a ``namespace``, only that vehicle's statuses,
+    under their plain names."""
     stamp = to_seconds(message.header.stamp)
+    prefix = f"{namespace}/" if namespace else ""
     for status in message.status:
+        if prefix and not status.name.startswith(prefix):
+            continue
+        name = status.name[len(prefix):]
         for pair in status.values:
             try:
                 value = float(pair.value)
             except ValueError:
                 continue  # text values (status words) are not plotted
-            into[status.name][pair.key].append((stamp, value))
+            into[name][pair.key].append((stamp, value))

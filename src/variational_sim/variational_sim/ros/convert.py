@@ -12,21 +12,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-import numpy as np
 from geometry_msgs.msg import (
     Point,
     Quaternion,
     TransformStamped,
-    TwistWithCovarianceStamped,
     Vector3,
 )
 from nav_msgs.msg import Odometry
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import (
-    Imu,
     JointState,
-    NavSatFix,
-    NavSatStatus,
 )
 from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import Marker, MarkerArray
@@ -58,37 +53,6 @@ def _diagonal(variances: Iterable[float]) -> list[float]:
     """Row-major 3x3 covariance with ``variances`` on the diagonal."""
     a, b, c = (float(v) for v in variances)
     return [a, 0.0, 0.0, 0.0, b, 0.0, 0.0, 0.0, c]
-
-
-def navsat_fix_message(time_s: float, frame_id: str, latitude_deg: float, longitude_deg: float,
-                       height_m: float, covariance_enu: FloatArray, fix: bool) -> NavSatFix:
-    """``sensor_msgs/NavSatFix`` (WGS-84 deg, ellipsoid height m); covariance ENU m^2 as its
-    diagonal (``COVARIANCE_TYPE_DIAGONAL_KNOWN``); status ``NO_FIX`` when ``fix`` is False."""
-    message = NavSatFix()
-    message.header.stamp = from_seconds(time_s)
-    message.header.frame_id = frame_id
-    message.status.status = NavSatStatus.STATUS_FIX if fix else NavSatStatus.STATUS_NO_FIX
-    message.status.service = NavSatStatus.SERVICE_GPS
-    message.latitude = float(latitude_deg)
-    message.longitude = float(longitude_deg)
-    message.altitude = float(height_m)
-    message.position_covariance = _diagonal(np.diag(covariance_enu))
-    message.position_covariance_type = NavSatFix.COVARIANCE_TYPE_DIAGONAL_KNOWN
-    return message
-
-
-def gnss_velocity_message(time_s: float, frame_id: str, velocity_enu: FloatArray,
-                          covariance_enu: FloatArray) -> TwistWithCovarianceStamped:
-    """ENU velocity (m/s) with its 3x3 covariance (m^2/s^2) in the linear block of the 6x6
-    (ROS order: linear, then angular); the angular part is not measured (zeros)."""
-    message = TwistWithCovarianceStamped()
-    message.header.stamp = from_seconds(time_s)
-    message.header.frame_id = frame_id
-    message.twist.twist.linear = _vector(velocity_enu)
-    covariance = np.zeros((6, 6))
-    covariance[:3, :3] = covariance_enu
-    message.twist.covariance = covariance.ravel().tolist()
-    return message
 
 
 def transform(time_s: float, parent: str, child: str, translation: Floats,
@@ -130,30 +94,6 @@ class ClockMessages:
     def fill(self, time_s: float) -> Clock:
         fill_seconds(self._message.clock, time_s)
         return self._message
-
-
-class ImuMessages:
-    """REP-145 ``sensor_msgs/Imu``: rate (rad/s) and specific force (m/s^2) in ``frame_id``;
-    no orientation (covariance element 0 = -1); white-noise variances per sample."""
-
-    def __init__(self, frame_id: str, gyro_variance: float, accel_variance: float) -> None:
-        message = Imu()
-        message.header.frame_id = frame_id
-        message.orientation_covariance = [-1.0] + [0.0] * 8
-        self._message = message
-        self.set_variances(gyro_variance, accel_variance)
-
-    def set_variances(self, gyro_variance: float, accel_variance: float) -> None:
-        """White-noise variances of one sample ((rad/s)^2, (m/s^2)^2) in the covariances."""
-        self._message.angular_velocity_covariance = _diagonal([gyro_variance] * 3)
-        self._message.linear_acceleration_covariance = _diagonal([accel_variance] * 3)
-
-    def fill(self, time_s: float, gyro: Floats, accel: Floats) -> Imu:
-        message = self._message
-        fill_seconds(message.header.stamp, time_s)
-        _set_xyz(message.angular_velocity, gyro)
-        _set_xyz(message.linear_acceleration, accel)
-        return message
 
 
 class OdometryMessages:

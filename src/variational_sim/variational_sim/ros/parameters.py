@@ -1,9 +1,12 @@
 """The simulator node's parameters and the settings built from them.
 
-Read-only (the simulator is built from them): ``vehicle_file``, ``integrator``,
+Read-only (the simulator is built from them): ``vehicle_file``, ``vehicles``,
+``vehicle_spacing_m``, ``scenario``, ``integrator``,
 ``physics_rate_hz``, ``seed``, the initial pose, ``lockstep_period_s`` (the boundary
-spacing), ``datum``, the IMU and GNSS rates, ``gnss_latency_s`` and the sensor mounts
-(``imu_mount_*``, ``gnss_antenna_position``; /tf_static carries them).
+spacing), ``datum``, the IMU and GNSS rates, ``gnss_latency_s``, the sensor mounts
+(``imu_mount_*``, ``gnss_antenna_position``; /tf_static carries them) and the optional
+sensors: ``<sensor>.enabled`` and ``<sensor>.<setting>`` for the barometer and the
+magnetometer, one parameter per field of their config (``mav_geometry.settings``).
 
 Dynamic: the run (``duration_s``, ``start_wait_s``, ``lockstep``, ``lockstep_timeout_s``,
 ``real_time_factor``), the output rates (ground truth, markers, diagnostics: each must still
@@ -20,10 +23,20 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
-from mav_ros_common.parameters import ParameterError, ParameterSpec, Values, show
+from mav_geometry.settings import configure
+from mav_ros_common.parameters import (
+    ParameterError,
+    ParameterSpec,
+    Values,
+    config_specs,
+    group,
+    show,
+)
 from variational_sim.sensors.gnss import GnssConfig
 from variational_sim.sensors.imu import ImuConfig
+from variational_sim.sensors.optional import OPTIONAL_SENSORS
 from variational_sim.vehicle_sim.plant import INTEGRATORS
 from variational_sim.vehicle_sim.simulator import SimulatorConfig
 from variational_sim.vehicle_sim.simulator import steps_per_period as core_steps_per_period
@@ -37,6 +50,16 @@ SPECS: tuple[ParameterSpec, ...] = (
     ParameterSpec("vehicle_file", "quadrotor_x.yaml",
                   "vehicle file: a path (absolute or from the working directory) or a name in "
                   "the bringup's config/vehicles/", read_only=True),
+    ParameterSpec("vehicles", "", "several vehicles in one simulator: comma-separated vehicle "
+                  "files (names or paths), vehicle k (from 1) in namespace uav<k> (topics "
+                  "uav<k>/imu/data..., frames uav<k>/base_link...); empty = one vehicle, "
+                  "vehicle_file, no namespace", read_only=True, allow_empty=True),
+    ParameterSpec("vehicle_spacing_m", 3.0, "with several vehicles, vehicle k starts "
+                  "(k - 1) times this east of initial_position", "m", 0.0, 1000.0,
+                  read_only=True),
+    ParameterSpec("scenario", "calm", "scenario file with the wind and the timed faults of the "
+                  "flight: a path or a name in the bringup's config/scenarios/ (calm: still "
+                  "air, no faults)", read_only=True),
     ParameterSpec("integrator", "dqvi", "rigid-body integrator",
                   choices=tuple(sorted(INTEGRATORS)), read_only=True),
     ParameterSpec("physics_rate_hz", 1000.0, "physics step rate", "Hz", 100.0, 10000.0,
@@ -129,6 +152,28 @@ SPECS: tuple[ParameterSpec, ...] = (
                   length=3),
 )
 
+def _optional_sensor_specs() -> list[ParameterSpec]:
+    specs = []
+    for name, optional in OPTIONAL_SENSORS.items():
+        specs.append(ParameterSpec(f"{name}.enabled", False, f"fit a {name}: "
+                                   f"{optional.publishes}", read_only=True))
+        specs += config_specs(name, optional.config)
+    return specs
+
+
+SPECS += tuple(_optional_sensor_specs())
+
+
+def _optional_sensor(values: Values, name: str) -> Any:
+    """The config of an enabled optional sensor, None when it is not fitted."""
+    if not values[f"{name}.enabled"]:
+        return None
+    try:
+        return configure(OPTIONAL_SENSORS[name].config, group(values, name))
+    except ValueError as error:
+        field, _, reason = str(error).partition(" ")
+        raise ParameterError(f"parameter '{name}.{field}' {reason}", f"{name}.{field}") from None
+
 
 @dataclass(frozen=True)
 class SimulatorSettings:
@@ -141,6 +186,9 @@ class SimulatorSettings:
     diagnostics_every: int
     boundary_every: int
     """Physics steps per lock-step boundary."""
+    vehicles: tuple[str, ...] = ()
+    """Vehicle files of a multi-vehicle run (empty: the one of ``config``)."""
+    vehicle_spacing_m: float = 3.0
 
 
 def _outages(values: Values) -> tuple[tuple[float, float], ...]:
@@ -200,6 +248,7 @@ def simulator_config(values: Values) -> SimulatorConfig:
             initial_yaw=values["initial_yaw"],
             imu=imu,
             gnss=gnss,
+            **{name: _optional_sensor(values, name) for name in OPTIONAL_SENSORS},
         )
     except ParameterError:
         raise
@@ -255,4 +304,22 @@ def simulator_settings(values: Values) -> SimulatorSettings:
         markers_every=steps_per_period("markers_rate_hz", values["markers_rate_hz"], rate),
         diagnostics_every=steps_per_period("diagnostics_rate_hz", values["diagnostics_rate_hz"],
                                            rate),
-        boundary_every=lockstep_steps(values, imu_steps))
+        boundary_every=lockstep_steps(values, imu_steps),
+        vehicles=vehicle_files(values["vehicles"]),
+        vehicle_spacing_m=values["vehicle_spacing_m"])
+
+
+MAX_VEHICLES = 64
+
+
+def vehicle_files(text: str) -> tuple[str, ...]:
+    """The vehicle files of the ``vehicles`` parameter (ParameterError: an empty entry or
+    more than ``MAX_VEHICLES``)."""
+    if not text.strip():
+        return ()
+    files = tuple(entry.strip() for entry in text.split(","))
+    if not all(files) or len(files) > MAX_VEHICLES:
+        raise ParameterError(f"parameter 'vehicles' = {show(text)} is invalid: allowed 1 to "
+                             f"{MAX_VEHICLES} comma-separated vehicle files, none empty",
+                             "vehicles")
+    return files

@@ -16,7 +16,9 @@ unknown); consumers must honour the flag (docs/conventions.md §2.4: NO_FIX).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import pymap3d
@@ -29,9 +31,12 @@ from variational_sim.sensors._validation import (
     require_non_negative,
     require_positive,
 )
+from variational_sim.sensors.base import Fault, Output, Sensor, SensorTruth, stamp
 from variational_sim.sensors.noise import StandardNormalStream, gauss_markov_coefficients
 
 Datum = tuple[float, float, float]
+# sensor_msgs/NavSatStatus and NavSatFix constants (fill writes plain numbers).
+STATUS_NO_FIX, STATUS_FIX, SERVICE_GPS, COVARIANCE_TYPE_DIAGONAL_KNOWN = -1, 0, 1, 2
 
 
 def enu_to_geodetic(position_enu: ArrayLike, datum: Datum) -> tuple[float, float, float]:
@@ -116,7 +121,8 @@ class GnssFix:
     Geodetic WGS-84 antenna position (deg, deg, ellipsoidal m), the same point in the map
     frame ``position_enu`` (m), ``velocity_enu`` (m/s), and the 3x3 ENU covariances the
     receiver reports (m^2, (m/s)^2: white plus correlated variances). ``fix`` False: no
-    fix, NaN values and zero (unknown) covariances.
+    fix, NaN values and zero (unknown) covariances; ``published`` False: the receiver says
+    nothing (an outage with ``publish_during_outage`` off).
     """
 
     time_s: float
@@ -128,26 +134,29 @@ class GnssFix:
     position_covariance_enu: NDArray[np.float64]
     velocity_covariance_enu: NDArray[np.float64]
     fix: bool
+    published: bool = True
 
 
-class GnssModel:
+class GnssModel(Sensor):
     """Produces fixes (``GnssFix``) from rigid-body truth, called at increasing times."""
 
     # Standard normals per fix: correlated drive (0:3), white position (3:6), velocity (6:9).
     _NORMALS_PER_FIX = 9
+    name: ClassVar[str] = "gnss"
+    fault_kinds: ClassVar[dict[str, int]] = {"outage": 0, "no_fix": 0, "position_offset": 3,
+                                             "accuracy_scale": 1}
+    """``outage``: no fix (published as NO_FIX or not at all, ``publish_during_outage``);
+    ``no_fix``: NO_FIX messages; ``position_offset``: ENU offset (m) added to the position
+    (spoofing: the reported accuracy is unchanged); ``accuracy_scale``: white and correlated
+    position sigmas and the reported covariance times this factor (> 0)."""
 
     def __init__(self, config: GnssConfig, rng: np.random.Generator) -> None:
+        super().__init__()
         self._config = config
         self._normals = StandardNormalStream(rng, self._NORMALS_PER_FIX, block_rows=64)
         self._use_sigmas(config)
         self._antenna = tuple(float(c) for c in config.antenna_position_m)
-        self._injected: list[tuple[float, float]] = []
         self.reset()
-
-    @property
-    def config(self) -> GnssConfig:
-        """The configuration in use (``set_error_model`` replaces it)."""
-        return self._config
 
     def set_error_model(self, config: GnssConfig) -> None:
         """White, correlated and velocity sigmas, correlation time, outage schedule and
@@ -179,25 +188,61 @@ class GnssModel:
 
     def reset(self) -> None:
         """Forget the correlated error (redrawn from its stationary law at the next fix), the
-        last fix time and injected outages; the generator continues."""
+        last fix time and injected faults; the generator continues."""
         self._correlated = [0.0, 0.0, 0.0]
         self._last_time_s: float | None = None
-        self._injected = []
+        self.faults = []
 
     def inject_outage(self, start_s: float, duration_s: float) -> None:
         """No fix from ``start_s`` (s) for ``duration_s`` (s), on top of the scheduled ones."""
         if not math.isfinite(start_s):
             raise ValueError(f"GnssModel.inject_outage: start_s = {start_s!r} must be finite")
         require_positive("GnssModel.inject_outage", "duration_s", duration_s)
-        self._injected.append((start_s, start_s + duration_s))
+        self.inject(Fault("outage", start_s, start_s + duration_s))
 
     def in_outage(self, time_s: float) -> bool:
         """Whether ``time_s`` (s) falls in a scheduled or injected outage."""
-        return any(start <= time_s < end
-                   for start, end in (*self._config.outages, *self._injected))
+        return (any(start <= time_s < end for start, end in self._config.outages)
+                or bool(self.active_faults(time_s, "outage")))
 
-    def measure(self, time_s: float, rotation: np.ndarray, position_enu: ArrayLike,
-                velocity_enu: ArrayLike, angular_velocity_body: ArrayLike) -> GnssFix:
+    @property
+    def outputs(self) -> tuple[Output, ...]:
+        return (Output("gnss/fix", "sensor_msgs/msg/NavSatFix", "gnss_link"),
+                Output("gnss/vel", "geometry_msgs/msg/TwistWithCovarianceStamped", "gnss_link"))
+
+    def measure(self, truth: SensorTruth) -> GnssFix:
+        return self.measure_at(truth.time_s, truth.rotation_rows, truth.position_enu,
+                               truth.velocity_enu, truth.angular_velocity_body)
+
+    def fill(self, reading: GnssFix, messages: Sequence[Any]) -> tuple[bool, ...]:
+        """NavSatFix (WGS-84 deg, ellipsoid m, diagonal ENU covariance, NO_FIX without a fix)
+        and, with a fix, the ENU velocity with its covariance in the linear block."""
+        fix_message, velocity_message = messages
+        stamp(fix_message.header, reading.time_s)
+        fix_message.status.status = STATUS_FIX if reading.fix else STATUS_NO_FIX
+        fix_message.status.service = SERVICE_GPS
+        fix_message.latitude = reading.latitude_deg
+        fix_message.longitude = reading.longitude_deg
+        fix_message.altitude = reading.height_m
+        fix_message.position_covariance = _row_major(reading.position_covariance_enu)
+        fix_message.position_covariance_type = COVARIANCE_TYPE_DIAGONAL_KNOWN
+        if not reading.fix:
+            return (reading.published, False)
+        stamp(velocity_message.header, reading.time_s)
+        linear = velocity_message.twist.twist.linear
+        linear.x, linear.y, linear.z = reading.velocity_enu.tolist()
+        covariance = np.zeros((6, 6))
+        covariance[:3, :3] = reading.velocity_covariance_enu
+        velocity_message.twist.covariance = covariance.ravel().tolist()
+        return (True, True)
+
+    def report_values(self) -> dict[str, float]:
+        east, north, up = self._correlated
+        return {"correlated_error_east_m": east, "correlated_error_north_m": north,
+                "correlated_error_up_m": up}
+
+    def measure_at(self, time_s: float, rotation: ArrayLike, position_enu: ArrayLike,
+                   velocity_enu: ArrayLike, angular_velocity_body: ArrayLike) -> GnssFix:
         """The fix at ``time_s`` (s) for base_link truth: ``rotation`` 3x3 base_link -> ENU,
         ``position_enu`` (m) and ``velocity_enu`` (m/s) of the base_link origin,
         ``angular_velocity_body`` (rad/s, base_link). Raises ValueError if time goes back.
@@ -207,18 +252,25 @@ class GnssModel:
         self._advance_correlated(interval_s, n[0:3])
         self._last_time_s = time_s
         if self.in_outage(time_s):
-            return self._no_fix(time_s)
+            return self._no_fix(time_s, self._config.publish_during_outage)
+        if self.faults and self.active_faults(time_s, "no_fix"):
+            return self._no_fix(time_s, True)
+        scale = math.prod(f.value[0] for f in self.active_faults(time_s, "accuracy_scale"))
         R = np.asarray(rotation, dtype=float)
         antenna = self._antenna
         omega = np.asarray(angular_velocity_body, dtype=float).tolist()
         lever_velocity = scalar.cross(omega, antenna)
         antenna_position = np.asarray(position_enu, dtype=float) + R @ antenna
         antenna_velocity = np.asarray(velocity_enu, dtype=float) + R @ lever_velocity
-        position = antenna_position + self._correlated + np.multiply(self._white_sigma, n[3:6])
+        position = antenna_position + scale * (np.array(self._correlated)
+                                               + np.multiply(self._white_sigma, n[3:6]))
+        for fault in self.active_faults(time_s, "position_offset"):
+            position = position + fault.value
         velocity = antenna_velocity + self._config.velocity_sigma_mps * np.array(n[6:9])
         latitude, longitude, height = enu_to_geodetic(position, self._config.datum)
         return GnssFix(time_s, latitude, longitude, height, position, velocity,
-                       self._position_covariance.copy(), self._velocity_covariance.copy(), True)
+                       scale * scale * self._position_covariance,
+                       self._velocity_covariance.copy(), True)
 
     def _interval_since_last_fix(self, time_s: float) -> float | None:
         """Seconds since the previous call (None for the first); rejects bad times."""
@@ -242,7 +294,12 @@ class GnssModel:
                             zip(self._correlated, self._correlated_sigma, drive, strict=True)]
 
     @staticmethod
-    def _no_fix(time_s: float) -> GnssFix:
+    def _no_fix(time_s: float, published: bool) -> GnssFix:
         unknown = np.full(3, math.nan)
         return GnssFix(time_s, math.nan, math.nan, math.nan, unknown, unknown.copy(),
-                       np.zeros((3, 3)), np.zeros((3, 3)), False)
+                       np.zeros((3, 3)), np.zeros((3, 3)), False, published)
+
+
+def _row_major(matrix: NDArray[np.float64]) -> list[float]:
+    values: list[float] = matrix.ravel().tolist()
+    return values

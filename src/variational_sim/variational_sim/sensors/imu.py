@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -38,6 +38,7 @@ from variational_sim.sensors._validation import (
     require_positive,
     require_unit_quaternion,
 )
+from variational_sim.sensors.base import Output, Sensor, SensorTruth, stamp
 from variational_sim.sensors.noise import StandardNormalStream, gauss_markov_coefficients
 
 EARTH_RATE_RAD_S = 7.292115e-5
@@ -131,12 +132,14 @@ class ImuConfig:
 class ImuSample:
     """One IMU reading in ``imu_link``: ``gyro`` rad/s, ``accel`` specific force m/s^2.
 
-    ``saturated`` is True when any axis of either sensor was clipped to its range.
+    ``saturated`` is True when any axis of either sensor was clipped to its range;
+    ``time_s`` the sim time it was sampled at (s).
     """
 
     gyro: NDArray[np.float64]
     accel: NDArray[np.float64]
     saturated: bool
+    time_s: float = 0.0
 
 
 class _BiasProcess:
@@ -218,6 +221,11 @@ def _transpose_apply(rows: Sequence[Sequence[float]], v: Sequence[float]) -> Vec
     return (a * x + d * y + g * z, b * x + e * y + h * z, c * x + f * y + i * z)
 
 
+def _diagonal(variance: float) -> list[float]:
+    """Row-major 3x3 covariance with ``variance`` on the diagonal."""
+    return [variance, 0.0, 0.0, 0.0, variance, 0.0, 0.0, 0.0, variance]
+
+
 def _clip(x: float, y: float, z: float, limit: float) -> tuple[Vector3, bool]:
     """``(x, y, z)`` clipped to ``[-limit, limit]`` and whether any axis was clipped."""
     if -limit <= x <= limit and -limit <= y <= limit and -limit <= z <= limit:
@@ -226,7 +234,7 @@ def _clip(x: float, y: float, z: float, limit: float) -> tuple[Vector3, bool]:
             min(max(z, -limit), limit)), True
 
 
-class ImuModel:
+class ImuModel(Sensor):
     """Samples an IMU from rigid-body truth once per period ``1 / config.rate_hz``.
 
     Noise comes from ``rng`` in fixed blocks (``StandardNormalStream``), so a seed
@@ -237,11 +245,16 @@ class ImuModel:
     # Standard normals per sample: white gyro (0:3), white accel (3:6), gyro bias drives
     # (6:12, Gauss-Markov then random walk), accel bias drives (12:18).
     _NORMALS_PER_SAMPLE = 18
+    name: ClassVar[str] = "imu"
+    fault_kinds: ClassVar[dict[str, int]] = {"spike": 6, "saturation": 2}
+    """``spike``: gyro (rad/s) and accel (m/s^2) added to every sample in the window;
+    ``saturation``: gyro (rad/s) and accel (m/s^2) ranges lowered to these in the window."""
 
     def __init__(self, config: ImuConfig, rng: np.random.Generator,
                  earth_rate_enu: ArrayLike = (0.0, 0.0, 0.0)) -> None:
         earth_rate = np.asarray(earth_rate_enu, dtype=float).reshape(-1).tolist()
         require_finite_vector("ImuModel", "earth_rate_enu", earth_rate, 3)
+        super().__init__()
         self._config = config
         self._rng = rng
         self._earth_rate: Vector3 = tuple(earth_rate)
@@ -261,12 +274,9 @@ class ImuModel:
         self._lever: Vector3 = (float(lever_x), float(lever_y), float(lever_z))
         self._normals = StandardNormalStream(rng, self._NORMALS_PER_SAMPLE)
         self._spike: tuple[Vector3, Vector3] | None = None
+        self._ranges = (config.gyro_range, config.accel_range)
+        self._covariance_stale = True
         self.reset()
-
-    @property
-    def config(self) -> ImuConfig:
-        """The configuration in use (``set_error_model`` replaces it)."""
-        return self._config
 
     def set_error_model(self, config: ImuConfig) -> None:
         """Noise densities, bias walks and instabilities, correlation time and ranges of
@@ -278,6 +288,7 @@ class ImuModel:
         if changed:
             raise ValueError(f"ImuModel.set_error_model: {changed} cannot change")
         self._config = config
+        self._ranges = (config.gyro_range, config.accel_range)
         interval = 1.0 / config.rate_hz
         sqrt_rate = math.sqrt(config.rate_hz)
         self._gyro_white = config.gyro_noise_density * sqrt_rate
@@ -286,6 +297,54 @@ class ImuModel:
                              config.gyro_bias_walk, interval, config.bias_correlation_time_s)
         self._accel_bias.tune(config.accel_turn_on_sigma, config.accel_bias_instability,
                               config.accel_bias_walk, interval, config.bias_correlation_time_s)
+        self._covariance_stale = True
+
+    @property
+    def outputs(self) -> tuple[Output, ...]:
+        return (Output("imu/data", "sensor_msgs/msg/Imu", "imu_link"),)
+
+    def measure(self, truth: SensorTruth) -> ImuSample:
+        angular_acceleration, acceleration = truth.accelerations()
+        time_s = truth.time_s
+        if self.faults:
+            self._apply_faults(time_s)
+        return self.sample(truth.rotation_rows, truth.angular_velocity_body,
+                           angular_acceleration, acceleration, truth.gravity_enu,
+                           truth.velocity_enu, time_s)
+
+    def _apply_faults(self, time_s: float) -> None:
+        """Spikes of the active faults on this sample; the ranges of the active saturation
+        faults (the configured ones otherwise)."""
+        for fault in self.active_faults(time_s, "spike"):
+            self.inject_spike(fault.value[:3], fault.value[3:])
+        limits = [f.value for f in self.active_faults(time_s, "saturation")]
+        self._ranges = (min([self._config.gyro_range, *(v[0] for v in limits)]),
+                        min([self._config.accel_range, *(v[1] for v in limits)]))
+
+    def fill(self, reading: ImuSample, messages: Sequence[Any]) -> tuple[bool, ...]:
+        (message,) = messages
+        stamp(message.header, reading.time_s)
+        rate, force = message.angular_velocity, message.linear_acceleration
+        rate.x, rate.y, rate.z = reading.gyro.tolist()
+        force.x, force.y, force.z = reading.accel.tolist()
+        if self._covariance_stale:  # REP-145: no orientation; white-noise variances
+            gyro_variance, accel_variance = self.white_variances()
+            message.orientation_covariance = [-1.0] + [0.0] * 8
+            message.angular_velocity_covariance = _diagonal(gyro_variance)
+            message.linear_acceleration_covariance = _diagonal(accel_variance)
+            self._covariance_stale = False
+        return (True,)
+
+    def white_variances(self) -> tuple[float, float]:
+        """White-noise variances of one gyro and accelerometer sample: density^2 * rate."""
+        config = self._config
+        return (config.gyro_noise_density**2 * config.rate_hz,
+                config.accel_noise_density**2 * config.rate_hz)
+
+    def report_values(self) -> dict[str, float]:
+        (gx, gy, gz), (ax, ay, az) = self._gyro_bias.total(), self._accel_bias.total()
+        return {"gyro_bias_x_rad_s": gx, "gyro_bias_y_rad_s": gy, "gyro_bias_z_rad_s": gz,
+                "accel_bias_x_m_s2": ax, "accel_bias_y_m_s2": ay, "accel_bias_z_m_s2": az}
 
     @property
     def gyro_bias(self) -> NDArray[np.float64]:
@@ -321,7 +380,8 @@ class ImuModel:
 
     def sample(self, rotation: MatrixLike, angular_velocity_body: FloatVector,
                angular_acceleration_body: FloatVector, acceleration_enu: FloatVector,
-               gravity_enu: FloatVector, velocity_enu: FloatVector | None = None) -> ImuSample:
+               gravity_enu: FloatVector, velocity_enu: FloatVector | None = None,
+               time_s: float = 0.0) -> ImuSample:
         """Advance the biases by one period and return the reading at this instant.
 
         ``rotation``: 3x3 ``base_link -> ENU``; ``angular_velocity_body`` (rad/s) and
@@ -329,6 +389,7 @@ class ImuModel:
         base_link; ``acceleration_enu`` (m/s^2) of the base_link origin relative to the map
         frame; ``gravity_enu`` (m/s^2) the gravity acting there (e.g. ``(0, 0, -9.81)``).
         ``velocity_enu`` (m/s), optional: adds the Coriolis term ``2 w_ie x v``.
+        ``time_s`` (s) is stored in the sample.
         Inputs are trusted simulator truth: they are not validated here (hot path).
         """
         rows = _rows(rotation)
@@ -362,6 +423,7 @@ class ImuModel:
             px, py, pz = px + sax, py + say, pz + saz
             self._spike = None
 
-        gyro, gyro_clipped = _clip(gx, gy, gz, self._config.gyro_range)
-        accel, accel_clipped = _clip(px, py, pz, self._config.accel_range)
-        return ImuSample(np.array(gyro), np.array(accel), gyro_clipped or accel_clipped)
+        gyro_range, accel_range = self._ranges
+        gyro, gyro_clipped = _clip(gx, gy, gz, gyro_range)
+        accel, accel_clipped = _clip(px, py, pz, accel_range)
+        return ImuSample(np.array(gyro), np.array(accel), gyro_clipped or accel_clipped, time_s)

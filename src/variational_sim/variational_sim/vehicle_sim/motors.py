@@ -19,7 +19,9 @@ class RotorMotors:
 
     A command of exactly 0 rad/s switches a motor off (it spins down to 0); any other
     command is clamped to the rotor's ``[speed_min, speed_max]`` of the vehicle file.
-    Motors start off.
+    Motors start off. Faults (scenario events): a rotor's ``efficiency`` (0..1, thrust and
+    drag moment times it: a damaged propeller or a weak ESC) and ``failed`` (the motor
+    spins down whatever its command).
     """
 
     def __init__(self, vehicle: Vehicle, step_size: float) -> None:
@@ -28,13 +30,32 @@ class RotorMotors:
         self.time_constants = tuple(r.time_constant for r in vehicle.rotors)
         self._decay = tuple(math.exp(-step_size / tau) for tau in self.time_constants)
         self.count = len(vehicle.rotors)
-        self.speeds = [0.0] * self.count
-        self.commands = [0.0] * self.count
+        self.reset()
 
     def reset(self) -> None:
-        """Motors off and stopped."""
+        """Motors off and stopped, no faults."""
         self.speeds = [0.0] * self.count
         self.commands = [0.0] * self.count
+        self.efficiency = [1.0] * self.count
+        self.failed = [False] * self.count
+        self._healthy = True
+
+    def set_fault(self, rotor: int, efficiency: float = 1.0, failed: bool = False) -> None:
+        """Thrust efficiency (0..1) and failure of rotor ``rotor`` (file order) from now."""
+        if not 0 <= rotor < self.count:
+            raise ValueError(f"rotor index {rotor} out of range 0..{self.count - 1}")
+        if not 0.0 <= efficiency <= 1.0:
+            raise ValueError(f"efficiency = {efficiency!r}: must be in [0, 1]")
+        self.efficiency[rotor] = efficiency
+        self.failed[rotor] = failed
+        self._healthy = all(e == 1.0 for e in self.efficiency) and not any(self.failed)
+
+    @property
+    def thrust_speeds(self) -> list[float]:
+        """Speeds whose ``k w^2`` is the thrust actually produced: ``w sqrt(efficiency)``."""
+        if self._healthy:
+            return self.speeds
+        return [w * math.sqrt(e) for w, e in zip(self.speeds, self.efficiency, strict=True)]
 
     def command(self, speeds: Sequence[float]) -> int:
         """Hold new commands (rad/s, finite, one per rotor); returns how many were clamped."""
@@ -48,9 +69,12 @@ class RotorMotors:
         return clamped
 
     def step(self) -> None:
-        """Advance the speeds by one step under the held commands (exact exponential)."""
+        """Advance the speeds by one step under the held commands (exact exponential); a
+        failed motor's command is 0."""
+        commands = self.commands if self._healthy else [
+            0.0 if dead else c for c, dead in zip(self.commands, self.failed, strict=True)]
         self.speeds = [c + (s - c) * a for s, c, a in
-                       zip(self.speeds, self.commands, self._decay, strict=True)]
+                       zip(self.speeds, commands, self._decay, strict=True)]
 
 
 class TiltServos:

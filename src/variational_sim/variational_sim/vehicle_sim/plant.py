@@ -9,8 +9,10 @@ inertia about the body origin O (``(omega, v)`` order, at zero tilt) becomes a
   wrench per squared speed, speeds are >= 0 about ``spin * thrust_axis``); K is cached
   while the tilt angles are unchanged and otherwise evaluated in closed form
   (``AllocationMatrix``);
-- body drag (``mav_dynamics.aero.body_drag_wrench``) and wing aerodynamics at the twist of
-  the step's first node, still air.
+- body drag (``mav_dynamics.aero.body_drag_wrench``) and wing aerodynamics at the
+  air-relative twist of the step's first node: the body twist with ``R^T w`` taken off its
+  linear part, ``w`` the uniform wind (air velocity, m/s, ENU) set by ``set_wind`` and held
+  over the step (zero by default: still air, the same arithmetic as without wind).
 
 Gravity is ENU ``(0, 0, -g)`` acting on the total mass at its centre. The ground is the
 plane ``z = ground_height`` under O: a landed vehicle rests there (zero twist) until the
@@ -19,7 +21,8 @@ inelastic touchdown (counted) that leaves it landed with its attitude unchanged.
 
 Balances (flight only; re-anchored at every touchdown and reset, since the ground's
 reaction is not an applied wrench): energy error ``E - E_0 - work`` of the applied
-non-gravity wrench (trapezoidal power ``W . xi`` at both nodes of a step) and world
+non-gravity wrench (trapezoidal power ``W . xi`` at both nodes of a step, ``xi`` the
+ground-relative twist, so the wind's work on the drag and wings is counted) and world
 momentum error ``(L_W, p_W) - initial - impulse`` of applied wrench plus gravity
 (trapezoidal, about the world origin).
 """
@@ -176,6 +179,7 @@ class MultirotorPlant:
             np.any(drag.linear) or np.any(drag.quadratic)) else None
         self._wings = self.model.wings  # (TreeModel body index, WingModel)
         self.allocation = AllocationMatrix(self.model)
+        self._wind: Vector3 | None = None  # None: still air (the zero-wind fast path)
         self._node: tuple[Matrix3, Vector3]
         self.reset()
 
@@ -186,7 +190,8 @@ class MultirotorPlant:
               orientation: Sequence[float] | None = None) -> None:
         """Place O at ``position`` (m, ENU) with a level attitude of heading ``yaw`` (rad) or
         the unit quaternion ``orientation`` ([x, y, z, w], body->ENU) and body ``twist``
-        ``(omega, v)`` (rad/s, m/s). Landed when at the ground plane with zero twist.
+        ``(omega, v)`` (rad/s, m/s). Landed when at the ground plane with zero twist. The
+        wind is kept.
         """
         if position[2] < self.ground_height:
             raise ValueError(f"position z {position[2]} m is below the ground plane "
@@ -233,6 +238,42 @@ class MultirotorPlant:
     def velocity_enu(self) -> tuple[float, float, float]:
         """World velocity of O (m/s, ENU)."""
         return rotate_rows(self._node[0], self._twist[3:])
+
+    @property
+    def wind_enu(self) -> Vector3:
+        """Uniform wind, the air velocity (m/s, ENU) the drag and wings see."""
+        return (0.0, 0.0, 0.0) if self._wind is None else self._wind
+
+    def set_wind(self, velocity_enu: Sequence[float] | FloatArray) -> None:
+        """Hold the wind (air velocity, m/s, ENU) from the next step on."""
+        try:
+            x, y, z = velocity_enu
+            x, y, z = float(x), float(y), float(z)
+        except (TypeError, ValueError):
+            x = y = z = math.nan
+        if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
+            raise ValueError(f"wind velocity_enu = {tuple(velocity_enu)!r}: must be 3 finite "
+                             "numbers (m/s, ENU)")
+        self._wind = (x, y, z) if (x or y or z) else None
+
+    @property
+    def air_velocity_enu(self) -> tuple[float, float, float]:
+        """Velocity of O relative to the air (m/s, ENU)."""
+        vx, vy, vz = self.velocity_enu
+        wx, wy, wz = self.wind_enu
+        return (vx - wx, vy - wy, vz - wz)
+
+    def air_twist(self) -> list[float]:
+        """Body twist relative to the air ``(omega, v - R^T w)`` (rad/s, m/s)."""
+        twist = self._twist
+        if self._wind is None:
+            return list(twist)
+        r0, r1, r2 = self._node[0]
+        wx, wy, wz = self._wind
+        return [twist[0], twist[1], twist[2],
+                twist[3] - (r0[0] * wx + r1[0] * wy + r2[0] * wz),
+                twist[4] - (r0[1] * wx + r1[1] * wy + r2[1] * wz),
+                twist[5] - (r0[2] * wx + r1[2] * wy + r2[2] * wz)]
 
     @property
     def rotation(self) -> FloatArray:
@@ -295,23 +336,31 @@ class MultirotorPlant:
 
     def applied_wrench(self, rotor_speeds: Sequence[float],
                        tilt_angles: Sequence[float] = ()) -> list[float]:
-        """Rotor + drag + wing wrench ``(m, f)`` about O (N m, N, body) at the current twist."""
+        """Rotor + drag + wing wrench ``(m, f)`` about O (N m, N, body) at the current twist
+        relative to the air."""
         squared = np.array([w * abs(w) for w in rotor_speeds])
         wrench: list[float] = (self.allocation(tilt_angles) @ squared).tolist()
+        if self._drag is None and not self._wings:
+            return wrench
+        air = self._twist if self._wind is None else self.air_twist()
         if self._drag is not None:
             linear, quadratic = self._drag
             wrench = [w - a * x - b * abs(x) * x for w, a, b, x in
-                      zip(wrench, linear, quadratic, self._twist, strict=True)]
+                      zip(wrench, linear, quadratic, air, strict=True)]
         if self._wings:
-            wrench = [w + a for w, a in zip(wrench, self._wing_wrench(tilt_angles), strict=True)]
+            wrench = [w + a for w, a in
+                      zip(wrench, self._wing_wrench(tilt_angles, air), strict=True)]
         return wrench
 
-    def _wing_wrench(self, tilt_angles: Sequence[float]) -> list[float]:
-        """Sum of the wing wrenches moved to O, in still air."""
+    def _wing_wrench(self, tilt_angles: Sequence[float],
+                     air_twist: Sequence[float]) -> list[float]:
+        """Sum of the wing wrenches moved to O at the body's air-relative twist (a uniform
+        wind is a pure translation, so every link's air twist follows by the same
+        kinematics)."""
         model = self.model
         zero = np.zeros(model.body_count)
         angles = model.joint_vectors(None, np.array(tilt_angles) if tilt_angles else None)
-        adjoints, _, twists, _ = model.kinematics(np.array(self._twist), angles, zero, zero)
+        adjoints, _, twists, _ = model.kinematics(np.array(air_twist), angles, zero, zero)
         total = np.zeros(6)
         for index, wing in self._wings:
             total += adjoints[index].T @ wing.wrench_link_frame(twists[index])

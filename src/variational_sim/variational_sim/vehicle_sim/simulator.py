@@ -1,10 +1,10 @@
 """Vehicle simulator: plant, actuator lags and sensor models stepped at the physics rate.
 
-``VehicleSimulator.step()`` advances one physics step and returns what fell due: an IMU
-sample when the time reaches an IMU stamp, and the GNSS fixes whose publication time
-(stamp + latency) was reached. Stamps are exact multiples of the physics step
-(``steps * step_size``). Commands are held between ``set_command`` calls; invalid ones
-are rejected and counted by reason, never applied.
+``VehicleSimulator.step()`` advances one physics step and returns what fell due: the
+readings of every sensor (``sensors.base.Sensor``: IMU, GNSS and the optional barometer
+and magnetometer) whose delivery time (stamp + latency) was reached. Stamps are exact
+multiples of the physics step (``steps * step_size``). Commands are held between
+``set_command`` calls; invalid ones are rejected and counted by reason, never applied.
 """
 
 from __future__ import annotations
@@ -13,17 +13,27 @@ import math
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from mav_dynamics.vehicle_file import load_vehicle
 from mav_geometry.arrays import FloatArray
+from variational_sim.sensors.barometer import BarometerConfig
+from variational_sim.sensors.base import Matrix3, Sensor, Vector3
 from variational_sim.sensors.gnss import GnssConfig, GnssFix, GnssModel
 from variational_sim.sensors.imu import ImuConfig, ImuModel, ImuSample, earth_rate_enu
+from variational_sim.sensors.magnetometer import MagnetometerConfig
+from variational_sim.sensors.optional import OPTIONAL_SENSORS
 from variational_sim.vehicle_sim.motors import RotorMotors, TiltServos
 from variational_sim.vehicle_sim.plant import INTEGRATORS, STANDARD_GRAVITY, MultirotorPlant
+from variational_sim.vehicle_sim.scenario import Scenario, ScenarioError
+from variational_sim.vehicle_sim.wind import WindField
 
 PHYSICS_RATE_RANGE_HZ = (100.0, 10000.0)
+SEED_STREAMS = {"imu": 0, "gnss": 1, "barometer": 2, "magnetometer": 3, "wind": 4}
+"""Child of the run's seed each random process draws from: adding a sensor leaves the
+others' noise unchanged."""
 
 
 def _check_range(name: str, value: float, low: float, high: float, unit: str) -> None:
@@ -56,6 +66,12 @@ class SimulatorConfig:
     """rad, heading about ENU z."""
     imu: ImuConfig = field(default_factory=ImuConfig)
     gnss: GnssConfig = field(default_factory=GnssConfig)
+    barometer: BarometerConfig | None = None
+    """None: no barometer fitted."""
+    magnetometer: MagnetometerConfig | None = None
+    """None: no magnetometer fitted (it sits in the IMU package: imu_link axes)."""
+    scenario: Scenario = field(default_factory=Scenario)
+    """Wind and timed faults (``vehicle_sim.scenario``); the default is calm, no events."""
 
     def __post_init__(self) -> None:
         if self.integrator not in INTEGRATORS:
@@ -70,9 +86,16 @@ class SimulatorConfig:
         for axis, value in zip("xyz", self.initial_position, strict=True):
             _check_range(f"initial_position.{axis}", value, -1e6, 1e6, "m")
         _check_range("initial_yaw", self.initial_yaw, -2.0 * math.pi, 2.0 * math.pi, "rad")
-        steps_per_period("imu.rate_hz", self.imu.rate_hz, self.physics_rate_hz)
-        steps_per_period("gnss.rate_hz", self.gnss.rate_hz, self.physics_rate_hz)
-        _check_range("gnss.latency_s", self.gnss.latency_s, 0.0, 10.0, "s")
+        for name, sensor in self.sensor_configs().items():
+            steps_per_period(f"{name}.rate_hz", sensor.rate_hz, self.physics_rate_hz)
+            _check_range(f"{name}.latency_s", getattr(sensor, "latency_s", 0.0), 0.0, 10.0,
+                         "s")
+
+    def sensor_configs(self) -> dict[str, Any]:
+        """The fitted sensors' configurations by sensor name."""
+        fitted = {"imu": self.imu, "gnss": self.gnss,
+                  **{name: getattr(self, name) for name in OPTIONAL_SENSORS}}
+        return {name: config for name, config in fitted.items() if config is not None}
 
     @property
     def step_size(self) -> float:
@@ -82,12 +105,21 @@ class SimulatorConfig:
 
 @dataclass(frozen=True, slots=True)
 class StepOutput:
-    """What fell due at ``time_s`` (s): an IMU sample stamped ``time_s``, and GNSS fixes
-    to publish now (each stamped with its own ``time_s``, ``latency_s`` earlier)."""
+    """What fell due at ``time_s`` (s): ``(sensor, reading)`` pairs to publish now, each
+    reading stamped with its own ``time_s`` (``latency_s`` earlier)."""
 
     time_s: float
-    imu: ImuSample | None
-    gnss: tuple[GnssFix, ...]
+    readings: tuple[tuple[Sensor, Any], ...]
+
+    @property
+    def imu(self) -> ImuSample | None:
+        """The IMU sample that fell due, if any."""
+        return next((r for s, r in self.readings if s.name == "imu"), None)
+
+    @property
+    def gnss(self) -> tuple[GnssFix, ...]:
+        """The GNSS fixes that fell due."""
+        return tuple(r for s, r in self.readings if s.name == "gnss")
 
 
 @dataclass(frozen=True)
@@ -123,8 +155,55 @@ class SimulatorDiagnostics:
     clamped_commands: int
 
 
+class PlantTruth:
+    """The simulator's state as the sensors read it (``sensors.base.SensorTruth``)."""
+
+    def __init__(self, simulator: VehicleSimulator) -> None:
+        self._simulator = simulator
+        self._plant = simulator.plant
+        self.gravity_enu: Vector3 = (0.0, 0.0, -STANDARD_GRAVITY)
+        motors = simulator.motors
+        self._inverse_squared_max = [1.0 / (high * high) for high in motors.speed_max]
+
+    @property
+    def time_s(self) -> float:
+        return self._simulator.time_s
+
+    @property
+    def rotation_rows(self) -> Matrix3:
+        return self._plant.rotation_rows
+
+    @property
+    def position_enu(self) -> Vector3:
+        return self._plant.position
+
+    @property
+    def velocity_enu(self) -> Vector3:
+        return self._plant.velocity_enu
+
+    @property
+    def angular_velocity_body(self) -> Vector3:
+        wx, wy, wz = self._plant.twist[:3]
+        return (wx, wy, wz)
+
+    def accelerations(self) -> tuple[Vector3, Vector3]:
+        return self._plant.accelerations()
+
+    @property
+    def height_above_ground_m(self) -> float:
+        return self._plant.position[2] - self._plant.ground_height
+
+    @property
+    def rotor_load(self) -> float:
+        speeds = self._simulator.motors.speeds
+        if not speeds:
+            return 0.0
+        return sum(w * w * k for w, k in zip(speeds, self._inverse_squared_max,
+                                              strict=True)) / len(speeds)
+
+
 class VehicleSimulator:
-    """One multirotor with motors, servos, IMU and GNSS; see ``SimulatorConfig``."""
+    """One multirotor with motors, servos and sensors; see ``SimulatorConfig``."""
 
     def __init__(self, config: SimulatorConfig) -> None:
         self.config = config
@@ -133,34 +212,92 @@ class VehicleSimulator:
         self.step_size = config.step_size
         self.plant = MultirotorPlant(self.vehicle, config.integrator, self.step_size,
                                      STANDARD_GRAVITY, config.initial_position[2])
-        self._gravity = (0.0, 0.0, -STANDARD_GRAVITY)  # m/s^2, ENU
         self.motors = RotorMotors(self.vehicle, self.step_size)
         self.servos = TiltServos(self.vehicle, self.step_size)
         self.rotor_count = self.motors.count
         self.tilt_count = self.servos.count
-        self._imu_every = steps_per_period("imu.rate_hz", config.imu.rate_hz,
-                                            config.physics_rate_hz)
-        self._gnss_every = steps_per_period("gnss.rate_hz", config.gnss.rate_hz,
-                                             config.physics_rate_hz)
-        self._gnss_delay = math.ceil(config.gnss.latency_s / self.step_size - 1e-9)
         self._earth_rate = earth_rate_enu(config.gnss.datum[0])
+        self._truth = PlantTruth(self)
+        self._motor_changes = self._motor_schedule(config.scenario)
         self.reset()
+
+    def _motor_schedule(self, scenario: Scenario) -> list[tuple[float, int, float, bool]]:
+        """(time s, rotor, efficiency, failed) at each start and end of the scenario's motor
+        events, in time order. A rotor's state at a time combines every event active on it
+        then (efficiencies multiply, any failure fails it), so overlapping events on one
+        rotor do not undo each other."""
+        events = scenario.events_for(None)
+        for event in events:
+            rotor = int(event.value[0])
+            if rotor >= self.rotor_count:
+                raise ScenarioError(
+                    f"scenario '{scenario.name}': {event.type} at {event.start_s} s names "
+                    f"rotor {rotor}, but {self.vehicle.name} has rotors 0..{self.rotor_count - 1}")
+        changes = []
+        boundaries = sorted({(t, int(e.value[0])) for e in events
+                             for t in (e.start_s, e.end_s) if math.isfinite(t)})
+        for time_s, rotor in boundaries:
+            active = [e for e in events if int(e.value[0]) == rotor
+                      and e.start_s <= time_s < e.end_s]
+            failed = any(e.type == "motor_failure" for e in active)
+            efficiency = math.prod(e.value[1] for e in active if e.type == "motor_efficiency")
+            changes.append((time_s, rotor, 0.0 if failed else efficiency, failed))
+        return changes
 
     def reset(self) -> None:
         """Back to the initial state: landed at the initial pose, motors off, sensors
         re-seeded (a reset run repeats the first one exactly), counters cleared."""
         config = self.config
         self.plant.reset(config.initial_position, config.initial_yaw)
+        self.plant.set_wind((0.0, 0.0, 0.0))
         self.motors.reset()
         self.servos.reset()
-        imu_seed, gnss_seed = np.random.SeedSequence(config.seed).spawn(2)
-        self.imu = ImuModel(config.imu, np.random.default_rng(imu_seed), self._earth_rate)
-        self.gnss = GnssModel(config.gnss, np.random.default_rng(gnss_seed))
+        self.sensors = self._build_sensors()
+        self._wind = (None if config.scenario.wind is None else WindField(
+            config.scenario.wind, self._rng("wind"), self.step_size))
+        self._next_motor_change = 0
+        self.imu: ImuModel = self.sensors["imu"]
+        self.gnss: GnssModel = self.sensors["gnss"]
+        self._schedule: list[tuple[Sensor, int, int, deque[tuple[int, Any]]]] = [
+            (sensor, steps_per_period(f"{name}.rate_hz", sensor.rate_hz,
+                                              config.physics_rate_hz),
+             math.ceil(sensor.latency_s / self.step_size - 1e-9), deque())
+            for name, sensor in self.sensors.items()]
         self.steps = 0
-        self._pending_fixes: deque[tuple[int, GnssFix]] = deque()
         self.rejected_commands: Counter[str] = Counter()
         self.clamped_commands = 0
         self._max_newton = 0
+
+    def _rng(self, name: str) -> np.random.Generator:
+        """The generator of one random process: its own child of the seed."""
+        children = np.random.SeedSequence(self.config.seed).spawn(len(SEED_STREAMS))
+        return np.random.default_rng(children[SEED_STREAMS[name]])
+
+    def _build_sensors(self) -> dict[str, Any]:
+        """Fresh sensor models with the scenario's faults (ScenarioError for an event on a
+        sensor that is not fitted)."""
+        config = self.config
+        rng = self._rng
+        sensors: dict[str, Any] = {
+            "imu": ImuModel(config.imu, rng("imu"), self._earth_rate),
+            "gnss": GnssModel(config.gnss, rng("gnss")),
+        }
+        for name, optional in OPTIONAL_SENSORS.items():
+            fitted = getattr(config, name)
+            if fitted is not None:
+                sensors[name] = optional.build(fitted, rng(name), config)
+        scenario = config.scenario
+        for event in scenario.events:
+            if event.sensor is None:
+                continue
+            if event.sensor not in sensors:
+                raise ScenarioError(
+                    f"scenario '{scenario.name}': {event.type} at {event.start_s} s needs a "
+                    f"{event.sensor}, which this simulator does not fit (enable it: "
+                    f"{event.sensor}.enabled)")
+            sensor = sensors[event.sensor]
+            sensor.inject(event.fault(1.0 / sensor.rate_hz, self.step_size))
+        return sensors
 
     @property
     def time_s(self) -> float:
@@ -192,36 +329,53 @@ class VehicleSimulator:
         return True
 
     def step(self) -> StepOutput:
-        """Advance one physics step; return the IMU sample and GNSS fixes that fell due."""
+        """Advance one physics step; return every sensor reading that fell due."""
         plant = self.plant
-        plant.step(self.motors.speeds, self.servos.angles)
+        if self._next_motor_change < len(self._motor_changes):
+            self._apply_motor_changes()
+        if self._wind is not None:
+            self._blow()
+        plant.step(self.motors.thrust_speeds, self.servos.angles)
         self.motors.step()
         if self.tilt_count:
             self.servos.step()
         self._max_newton = max(self._max_newton, plant.newton_iterations)
         self.steps += 1
         steps = self.steps
-        imu = self._sample_imu() if steps % self._imu_every == 0 else None
-        if steps % self._gnss_every == 0:
-            self._pending_fixes.append((steps + self._gnss_delay, self._measure_gnss()))
-        pending = self._pending_fixes
-        if not pending or pending[0][0] > steps:
-            return StepOutput(self.time_s, imu, ())
-        due = []
-        while pending and pending[0][0] <= steps:
-            due.append(pending.popleft()[1])
-        return StepOutput(self.time_s, imu, tuple(due))
+        due: list[tuple[Sensor, Any]] = []
+        for sensor, every, delay, pending in self._schedule:
+            if steps % every == 0:
+                reading = sensor.measure(self._truth)
+                if not delay:
+                    due.append((sensor, reading))
+                    continue
+                pending.append((steps + delay, reading))
+            while pending and pending[0][0] <= steps:
+                due.append((sensor, pending.popleft()[1]))
+        return StepOutput(self.time_s, tuple(due))
 
-    def _sample_imu(self) -> ImuSample:
-        plant = self.plant
-        angular_acceleration, acceleration = plant.accelerations()
-        return self.imu.sample(plant.rotation_rows, plant.twist[:3], angular_acceleration,
-                               acceleration, self._gravity, plant.velocity_enu)
+    def _apply_motor_changes(self) -> None:
+        changes, now = self._motor_changes, self.time_s
+        while (self._next_motor_change < len(changes)
+               and changes[self._next_motor_change][0] <= now + 1e-12):
+            _, rotor, efficiency, failed = changes[self._next_motor_change]
+            self.motors.set_fault(rotor, efficiency, failed)
+            self._next_motor_change += 1
 
-    def _measure_gnss(self) -> GnssFix:
+    def _blow(self) -> None:
+        """The scenario's wind at the vehicle, held over the next step."""
+        assert self._wind is not None
         plant = self.plant
-        return self.gnss.measure(self.time_s, plant.rotation, np.array(plant.position),
-                                 np.array(plant.velocity_enu), np.array(plant.twist[:3]))
+        vx, vy, vz = plant.velocity_enu
+        wx, wy, wz = plant.wind_enu
+        airspeed = math.sqrt((vx - wx) ** 2 + (vy - wy) ** 2 + (vz - wz) ** 2)
+        plant.set_wind(self._wind.velocity(self.time_s, self._truth.height_above_ground_m,
+                                           airspeed))
+
+    @property
+    def wind_enu(self) -> Vector3:
+        """The air velocity at the vehicle (m/s, ENU) over the last step."""
+        return self.plant.wind_enu
 
     @property
     def truth(self) -> Truth:
@@ -244,7 +398,7 @@ class VehicleSimulator:
         (rotors,)."""
         positions, axes = self.plant.rotor_frames(self.servos.angles)
         coefficients = np.array([r.thrust_coefficient for r in self.vehicle.rotors])
-        return positions, axes, coefficients * np.square(self.motors.speeds)
+        return positions, axes, coefficients * np.square(self.motors.thrust_speeds)
 
     def inject_gnss_outage(self, duration_s: float) -> None:
         """GNSS outage from now for ``duration_s`` (s, > 0)."""
