@@ -2,8 +2,8 @@
 
 The sweep (``mav-sim --seed N`` for N = 0..19, 60 s each, docs/architecture.md) asks every
 axis of position and velocity to lie inside its 3-sigma bound at least 95 % of the time in
-at least 19 of the 20 runs. Here four seeds fly 20 s each and at least three of them must
-pass: one run may draw a GNSS Gauss-Markov error far out in its law (seed 0 draws -0.48 m
+at least 19 of the 20 runs. Here three seeds fly 15 s each and all but one must pass: one
+run may draw a GNSS Gauss-Markov error far out in its law (seed 0 draws -0.48 m
 vertically, 2.4 sigma), which no filter can tell from motion. Every run's summary carries
 the error it drew, so such a run explains itself.
 """
@@ -20,8 +20,8 @@ from mav_bringup.graph.series import read_run
 
 pytestmark = pytest.mark.timeout(300)
 
-SEEDS = (0, 1, 2, 3)
-DURATION_S = 20.0
+SEEDS = (0, 1, 2)
+DURATION_S = 15.0
 MIN_INSIDE = 0.95
 CHECKED = [f"{quantity}_{axis}" for quantity in ("position", "velocity") for axis in "xyz"]
 
