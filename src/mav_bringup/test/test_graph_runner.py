@@ -5,8 +5,13 @@ The closed loop of the real nodes is tested end to end in test/test_graph_e2e.py
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -20,7 +25,7 @@ from rosbags.rosbag2 import Reader
 from mav_bringup.graph import metrics
 from mav_bringup.graph.components import default_graph_file, load_graph
 from mav_bringup.graph.recorder import TYPESTORE, BagRecorder, topic_specs, type_name
-from mav_bringup.graph.runner import RunOptions, _overrides, parse_args
+from mav_bringup.graph.runner import RunOptions, _overrides, main, parse_args
 from mav_bringup.graph.series import OdometrySeries
 from mav_geometry import quaternion as Q
 
@@ -208,3 +213,47 @@ def test_tracking_error_interpolates_the_reference_and_stays_inside_its_span():
     time, error = metrics.tracking_error(truth, reference)
     assert time.tolist() == [1.5, 2.5]
     np.testing.assert_allclose(error, [[-0.5, 0, 0], [-1.0, -1.0, 0]])
+
+
+def test_a_misspelt_set_is_one_error_naming_the_node_and_the_closest_parameter(
+        tmp_path, monkeypatch, capsys):
+    """A typo in ``--set`` stops the run before it flies (the default stays in force
+    otherwise, silently); a node the graph does not have stops it before ROS starts."""
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(100, 200)))
+    for assignment, words in (
+            ("trident_ekf.gyro_nosie=0.5", ["node 'trident_ekf'", "'gyro_nosie'",
+                                            "did you mean 'gyro_noise'"]),
+            ("tridentekf.gyro_noise=0.5", ["names no node", "'tridentekf'", "trident_ekf"])):
+        code = main(["--set", assignment, "--duration", "1", "--no-record", "--quiet",
+                     "--output-dir", str(tmp_path / "out"), "--overwrite"])
+        assert code == 2
+        error_lines = capsys.readouterr().err.strip().splitlines()
+        assert len(error_lines) == 1, error_lines
+        for word in words:
+            assert word in error_lines[0]
+
+
+def test_sigterm_closes_the_bag_writes_the_report_and_exits_143(tmp_path):
+    """What docker stop, systemd and CI send: handled like Ctrl-C (the simulated part is
+    recorded and reported), with the shells' exit code for SIGTERM."""
+    environment = {**os.environ, "ROS_DOMAIN_ID": str(random.SystemRandom().randint(100, 200))}
+    output = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mav_bringup.graph.runner", "--duration", "600", "--quiet",
+         "--output-dir", str(output)], env=environment, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60.0
+        while not (output / "bag").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(4.0)  # some seconds of flight
+        process.send_signal(signal.SIGTERM)
+        _, errors = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 143, errors[-2000:]
+    assert "terminated: closing the bag" in errors
+    summary = json.loads((output / "report" / "summary.json").read_text())
+    assert 0.0 < summary["sim_time_s"] < 600.0
+    with Reader(output / "bag") as reader:  # closed: metadata written, readable
+        assert reader.message_count > 0

@@ -1,8 +1,10 @@
 """Load and validate vehicle description files (YAML).
 
-Every number must be finite, inertias symmetric positive definite, axes and
-quaternions unit length, parents known and acyclic, names unique, limits
-ordered; unknown keys are rejected (they are usually typos). A bad file raises
+Every number must be finite, inertias symmetric positive definite with principal moments
+that obey the triangle inequality (a rigid body's do), axes and quaternions unit length,
+parents known and acyclic, names unique, limits ordered, and the rotors at full speed must
+lift the weight (a vehicle with wings only gets a warning); unknown keys are rejected (they
+are usually typos). A bad file raises
 ``ValueError`` whose message starts with the path of the offending field, e.g.
 ``rotors[2].thrust_axis: must be a unit vector (norm 1.2)``.
 """
@@ -10,6 +12,7 @@ ordered; unknown keys are rejected (they are usually typos). A bad file raises
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -109,7 +112,8 @@ def _vector(value: Any, size: int, field: str) -> FloatArray:
 
 
 def _inertia_matrix(value: Any, field: str) -> FloatArray:
-    """3 principal moments, or a symmetric 3x3 matrix; must be positive definite."""
+    """3 principal moments, or a symmetric 3x3 matrix; must be positive definite and its
+    principal moments obey the triangle inequality."""
     if isinstance(value, list | tuple) and len(value) == 3 and all(
         isinstance(row, list | tuple) for row in value
     ):
@@ -122,6 +126,12 @@ def _inertia_matrix(value: Any, field: str) -> FloatArray:
     if eigenvalues.min() <= 0.0:
         raise ValueError(
             f"{field}: inertia must be positive definite (eigenvalues {eigenvalues.tolist()})"
+        )
+    low, middle, high = eigenvalues.tolist()
+    if high > (low + middle) * (1.0 + 1e-9):  # equality: a flat body (a thin disc)
+        raise ValueError(
+            f"{field}: principal moments {[low, middle, high]} violate the triangle inequality "
+            "(the largest exceeds the sum of the other two): no rigid body has them"
         )
     return matrix
 
@@ -324,7 +334,23 @@ def parse_vehicle(data: Any) -> Vehicle:
     )
     top.raw("description", "")
     top.finish()
+    _check_hover(vehicle)
     return vehicle
+
+
+def _check_hover(vehicle: Vehicle) -> None:
+    """A vehicle whose rotors at full speed cannot carry its weight: an error, or a warning
+    when it has wings (a glider or a tail-sitter may mean it)."""
+    thrust = sum(r.thrust_coefficient * r.speed_max**2 for r in vehicle.rotors)
+    weight = vehicle.total_mass * vehicle.gravity
+    if thrust >= weight:
+        return
+    message = (f"rotors: the largest total thrust {thrust:.4g} N (thrust_coefficient * "
+               f"speed_max^2 summed) is below the weight {weight:.4g} N: it cannot hover")
+    if any(link.aero is not None for link in vehicle.links):
+        warnings.warn(f"{vehicle.name}: {message} (it has wings: accepted)", stacklevel=3)
+        return
+    raise ValueError(message)
 
 
 def parse_controller_gains(data: Any) -> ControllerGains:

@@ -68,6 +68,10 @@ BAD_QUAD = [
      "body.inertia", "positive definite"),
     (("body", "inertia"), [[0.01, 0.001, 0.0], [0.0, 0.01, 0.0], [0.0, 0.0, 0.02]],
      "body.inertia", "symmetric"),
+    (("body", "inertia"), [0.01, 0.01, 0.03], "body.inertia", "triangle inequality"),
+    (("rotors", 0, "inertia"), [1e-5, 1e-5, 3e-5], "rotors[0].inertia", "triangle inequality"),
+    (("rotors",), [{**r, "speed_limits": [10.0, 100.0]} for r in _quad()["rotors"]],
+     "rotors", "cannot hover"),
     (("body", "mass"), 0.0, "body.mass", "> 0"),
     (("body", "mass"), float("nan"), "body.mass", "finite"),
     (("body", "com"), [0.0, 0.0], "body.com", "3 numbers"),
@@ -115,6 +119,14 @@ def test_bad_link_field_is_rejected_by_name(path, value, field, reason) -> None:
     with pytest.raises(ValueError, match="^" + field.replace("[", r"\[").replace("]", r"\]")
                        + r": .*" + reason):
         parse_vehicle(_set(_winged(), path, value))
+
+
+def test_a_winged_vehicle_that_cannot_hover_is_accepted_with_a_warning() -> None:
+    """A glider or a tail-sitter may mean it: the thrust check warns instead of refusing."""
+    data = _winged()
+    slow = {**data, "rotors": [{**r, "speed_limits": [10.0, 50.0]} for r in data["rotors"]]}
+    with pytest.warns(UserWarning, match="cannot hover .*it has wings"):
+        parse_vehicle(slow)
 
 
 def test_file_errors_name_the_file(tmp_path: Path) -> None:

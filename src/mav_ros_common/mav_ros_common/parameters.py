@@ -28,6 +28,7 @@ reason before asking.
 
 from __future__ import annotations
 
+import difflib
 import math
 from array import array
 from collections.abc import Callable, Mapping, Sequence
@@ -280,6 +281,23 @@ def _declare(node: Node, spec: ParameterSpec) -> Any:
     return spec.check(parameter.value)
 
 
+def _refuse_unknown(specs: Mapping[str, ParameterSpec], given: Mapping[str, Any]) -> None:
+    """ParameterError for a parameter given (file, ``-p``, ``--set``) that the node does not
+    have: a misspelt name would otherwise leave the default in force without a word."""
+    unknown = sorted(name for name in given
+                     if name not in specs and not name.startswith(_RCLPY_PARAMETERS))
+    if not unknown:
+        return
+    hints = []
+    for name in unknown[:5]:
+        close = difflib.get_close_matches(name, list(specs), n=1)
+        hints.append(f"{show(name)}" + (f" (did you mean '{close[0]}'?)" if close else ""))
+    more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+    raise ParameterError(f"unknown parameter {', '.join(hints)}{more}: this node has no such "
+                         "parameter; check its spelling in the parameter file or override",
+                         unknown[0])
+
+
 class NodeParameters(Generic[SettingsT]):
     """The declared parameters of one node: specs, validated values and the settings
     ``build`` made of them; ``enable_updates`` lets dynamic ones change at run time.
@@ -298,10 +316,7 @@ class NodeParameters(Generic[SettingsT]):
         self._settings = build(self._values)
         self._apply: Callable[[SettingsT, frozenset[str]], None] | None = None
         self._pending: tuple[list[Parameter[Any]], Values, SettingsT] | None = None
-        unknown = sorted(name for name in getattr(node, "_parameter_overrides", {})
-                         if name not in self._specs and not name.startswith(_RCLPY_PARAMETERS))
-        if unknown:
-            node.get_logger().warning(f"ignoring parameters this node does not have: {unknown}")
+        _refuse_unknown(self._specs, getattr(node, "_parameter_overrides", {}))
 
     @property
     def specs(self) -> Mapping[str, ParameterSpec]:

@@ -218,6 +218,16 @@ def test_bad_values_at_start_up_raise_one_parameter_error(
         Example(context, **overrides)
 
 
+def test_an_unknown_parameter_stops_the_node_with_the_closest_name(context: Context) -> None:
+    with pytest.raises(ParameterError, match=r"^unknown parameter 'gian' \(did you mean "
+                                             r"'gain'\?\): this node has no such parameter"):
+        Example(context, gian=2.0)
+    with pytest.raises(ParameterError) as error:
+        Example(context, **{f"x{k}": 1.0 for k in range(7)})
+    assert "and 2 more" in str(error.value)
+    Example(context, use_sim_time=True).node.destroy_node()  # rclpy's own: not unknown
+
+
 # ---------------------------------------------------------------- run time
 
 def test_an_accepted_change_is_stored_and_applied(example: Example) -> None:

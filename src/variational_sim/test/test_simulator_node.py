@@ -232,14 +232,19 @@ def test_malformed_commands_are_counted_and_the_node_keeps_running(graph):
     probe.command(0.002, [600.0, math.nan, 600.0, 600.0])
     probe.command(0.003, [600.0] * 3)
     probe.command(0.004, [600.0] * 4, names=["rotor_0", "rotor_1", "rotor_2", "motor_3"])
+    # A rotor named twice: which value was meant is unknowable (the last used to win).
+    probe.command(0.005, [600.0] * 5, names=["rotor_0", "rotor_1", "rotor_2", "rotor_3",
+                                             "rotor_1"])
 
     def counted() -> dict[str, int]:
         values = simulator.diagnostic_values()
         return {key: values[f"rejected_commands_{key}"]
-                for key in ("non_finite", "missing_rotor", "unknown_joint", "stamp_backwards")}
+                for key in ("non_finite", "missing_rotor", "unknown_joint", "stamp_backwards",
+                            "duplicate_joint")}
 
     spin_until(executor, lambda: counted()["non_finite"] == 1 and counted()["missing_rotor"] == 1
-               and counted()["unknown_joint"] == 1, "the bad commands to be counted")
+               and counted()["unknown_joint"] == 1 and counted()["duplicate_joint"] == 1,
+               "the bad commands to be counted")
     probe.command(0.001, [600.0] * 4)  # stamp going backwards
     spin_until(executor, lambda: counted()["stamp_backwards"] == 1, "the old stamp")
     # Malformed and old: counted for its content, which is what a user needs to fix.
@@ -411,7 +416,7 @@ def test_several_vehicles_fly_in_their_own_namespaces_in_lock_step(context):
     def command(name: str, stamp_s: float, rotors: int) -> None:
         message = JointState()
         message.header.stamp = stamps.from_seconds(stamp_s)
-        message.name = [f"rotor_{i + 1}" for i in range(rotors)]
+        message.name = [f"rotor_{i}" for i in range(rotors)]
         message.velocity = [0.0] * rotors
         commands[name].publish(message)
 
@@ -433,6 +438,7 @@ def test_several_vehicles_fly_in_their_own_namespaces_in_lock_step(context):
             command("uav1", 0.01 * k, 4)
             command("uav2", 0.01 * k, 6)
             spin_until(executor, lambda: not simulator.waiting_for_command, "a release")
+        assert all(not channel.rejected_commands for channel in simulator.channels)
         spin_until(executor, lambda: imu["uav1"] and imu["uav2"] and static
                    and {"uav1/simulator", "uav2/simulator"} <= set(statuses), "the messages")
         assert imu["uav1"][-1].header.frame_id == "uav1/imu_link"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,7 @@ from mav_bringup.graph.fleet import write_fleet_summary
 from mav_bringup.graph.recorder import BagRecorder, topic_specs
 from mav_bringup.graph.report import write_report
 from mav_bringup.graph.series import read_run
+from mav_ros_common.parameters import ParameterError
 from mav_ros_common.resources import find_named_file
 from variational_sim.ros.simulator_node import drive
 from variational_sim.vehicle_sim.scenario import load_scenario
@@ -41,6 +43,30 @@ DRAIN_S = 0.3
 
 PROGRESS_EVERY_S = 5.0
 """Simulated time between progress lines, s."""
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+"""Exit codes of a run stopped by SIGINT (Ctrl-C) or SIGTERM (docker stop, systemd, CI), by
+the shells' convention; the bag is closed and the report written for the simulated part."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, stopping the run like Ctrl-C."""
+
+
+_STOP_REQUESTS: list[int] = []
+"""Signals received by ``mav-sim`` (its handler only notes them: an exception raised inside
+rclpy's C++ executor would surface as an unrelated RuntimeError). The lock-step loop stops
+between two passes when it sees one."""
+
+
+def _request_stop(signal_number: int, _frame: Any) -> None:
+    _STOP_REQUESTS.append(signal_number)
+    signal.signal(signal_number, signal.SIG_DFL)  # a second one ends the process at once
+
+
+def _check_stop_requests() -> None:
+    """Raise ``Terminated`` (SIGTERM) or ``KeyboardInterrupt`` (SIGINT) once one arrived."""
+    if _STOP_REQUESTS:
+        raise Terminated if _STOP_REQUESTS[0] == signal.SIGTERM else KeyboardInterrupt
 
 
 @dataclass
@@ -94,6 +120,8 @@ class RunResult:
     report_dir: Path | None
     summary: dict[str, Any]
     topic_counts: dict[str, int]
+    exit_code: int = 0
+    """0, or ``EXIT_INTERRUPTED`` / ``EXIT_TERMINATED`` when a signal cut the run short."""
 
     @property
     def real_time_factor(self) -> float:
@@ -113,6 +141,11 @@ def run(options: RunOptions) -> RunResult:
         # simulator node checks it again: ScenarioError is a ValueError, a missing file an
         # OSError).
         load_scenario(find_named_file(options.scenario, "scenarios"))
+    names = [c.name for c in components]
+    strangers = sorted(set(options.overrides) - set(names))
+    if strangers:
+        raise ValueError(f"--set names no node of the graph: {strangers}; the graph's nodes "
+                         f"are {names}")
     bag = options.output_dir / "bag" if options.record else None
     _prepare_output(options.output_dir, options.overwrite)
     parameters = options.node_parameters()
@@ -122,7 +155,10 @@ def run(options: RunOptions) -> RunResult:
     recorder: BagRecorder | None = None
     try:
         for component in components:
-            nodes.update(_create_nodes(component, options, parameters, context))
+            try:
+                nodes.update(_create_nodes(component, options, parameters, context))
+            except ParameterError as error:
+                raise ParameterError(f"node '{component.name}': {error}", error.name) from None
         executor = EventsExecutor(context=context)
         if bag is not None:
             simulator: Any = nodes[SIMULATOR]
@@ -133,7 +169,7 @@ def run(options: RunOptions) -> RunResult:
             executor.add_node(recorder_node)
         for node in nodes.values():
             executor.add_node(node)
-        sim_time, wall_time = _lockstep_loop(nodes[SIMULATOR], executor, options)
+        sim_time, wall_time, exit_code = _lockstep_loop(nodes[SIMULATOR], executor, options)
         counts = dict(recorder.counts) if recorder else {}
         latitude, longitude, height = nodes[SIMULATOR].get_parameter("datum").value
         datum = (float(latitude), float(longitude), float(height))
@@ -168,7 +204,7 @@ def run(options: RunOptions) -> RunResult:
                     read_run(bag, datum, earth_field, imu_mount, fleet.namespace(k)),
                     report_dir / fleet.namespace(k), {**run_facts, "vehicle": vehicle_file})
                 for k, vehicle_file in enumerate(options.vehicles)})
-    return RunResult(sim_time, wall_time, bag, report_dir, summary, counts)
+    return RunResult(sim_time, wall_time, bag, report_dir, summary, counts, exit_code)
 
 
 def _create_nodes(component: Component, options: RunOptions,
@@ -207,27 +243,31 @@ def _prepare_output(directory: Path, overwrite: bool) -> None:
 
 
 def _lockstep_loop(simulator: Any, executor: Executor,
-                   options: RunOptions) -> tuple[float, float]:
-    """Drive the simulator's lock-step to the end with progress lines; (sim s, wall s)."""
+                   options: RunOptions) -> tuple[float, float, int]:
+    """Drive the simulator's lock-step to the end with progress lines; (sim s, wall s, exit
+    code: 0, or that of the signal that cut it short)."""
     start = time.perf_counter()
     next_progress = [PROGRESS_EVERY_S]
 
     def progress(sim_time: float) -> None:
+        _check_stop_requests()
         if options.progress and sim_time >= next_progress[0]:
             next_progress[0] += PROGRESS_EVERY_S
             print(f"[mav-sim] {sim_time:6.1f} / {options.duration_s:.1f} s sim, "
                   f"{sim_time / (time.perf_counter() - start):5.2f}x real time", file=sys.stderr)
 
+    exit_code = 0
     try:
         drive(simulator, executor, progress)
-    except KeyboardInterrupt:
-        print("[mav-sim] interrupted: closing the bag and writing the report for the "
-              "simulated part", file=sys.stderr)
+    except KeyboardInterrupt as stop:
+        exit_code = EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED
+        print(f"[mav-sim] {'terminated' if exit_code == EXIT_TERMINATED else 'interrupted'}: "
+              "closing the bag and writing the report for the simulated part", file=sys.stderr)
     wall = time.perf_counter() - start
     drain_until = time.perf_counter() + DRAIN_S
     while time.perf_counter() < drain_until:
         executor.spin_once(timeout_sec=0.01)
-    return float(simulator.sim_time), wall
+    return float(simulator.sim_time), wall, exit_code
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -300,6 +340,17 @@ def _overrides(assignments: list[str]) -> dict[str, dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    previous = {stop: signal.signal(stop, _request_stop)
+                for stop in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _run_and_print(args)
+    finally:
+        for stop, handler in previous.items():
+            signal.signal(stop, handler)
+        _STOP_REQUESTS.clear()
+
+
+def _run_and_print(args: argparse.Namespace) -> int:
     try:
         options = RunOptions(
             duration_s=args.duration, vehicle=args.vehicle, vehicles=args.vehicles,
@@ -329,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{summary.get('scenario')}; tracking RMS "
               f"{summary.get('tracking_rms_m')} m; inside 3 sigma "
               f"{summary.get('inside_three_sigma')}")
-    return 0
+    return result.exit_code
 
 
 if __name__ == "__main__":

@@ -157,10 +157,13 @@ def actuator_command(message: JointState, rotor_count: int,
     """Rotor speed commands (rad/s, rotor file order) and tilt commands (rad, or None when the
     message names no ``tilt_i``) from an ``/actuator_commands`` JointState.
 
-    Raises ``CommandError`` with reason ``unknown_joint``, ``missing_rotor``,
-    ``missing_tilt``, ``wrong_length`` or ``non_finite``.
+    Raises ``CommandError`` with reason ``duplicate_joint``, ``unknown_joint``,
+    ``missing_rotor``, ``missing_tilt``, ``wrong_length`` or ``non_finite``.
     """
     index = {name: k for k, name in enumerate(message.name)}
+    if len(index) != len(message.name):  # which of the values was meant is unknowable
+        repeated = sorted({n for n in message.name if list(message.name).count(n) > 1})
+        raise CommandError("duplicate_joint", f"{repeated[:4]} named more than once")
     rotor_names = [f"rotor_{i}" for i in range(rotor_count)]
     tilt_names = [f"tilt_{i}" for i in range(tilt_count)]
     # A command for another vehicle (e.g. six rotors) must not be half applied to this one.

@@ -49,8 +49,8 @@ NODE_NAME = "simulator"
 SEED_STRIDE = 2**20
 """Vehicle k (from 0) of a multi-vehicle run draws from ``seed + k * SEED_STRIDE``: vehicle 0
 is the single-vehicle run, and runs with seeds below the stride never share noise."""
-COMMAND_REASONS = ("unknown_joint", "missing_rotor", "missing_tilt", "wrong_length", "non_finite",
-                   "stamp_backwards", "duplicate_stamp")
+COMMAND_REASONS = ("duplicate_joint", "unknown_joint", "missing_rotor", "missing_tilt",
+                   "wrong_length", "non_finite", "stamp_backwards", "duplicate_stamp")
 """Reasons an actuator command is rejected (each reported on /diagnostics)."""
 WAIT_FOR_COMMAND_S = 0.01
 """Longest executor wait while the lock-step waits for a command, s (wall); the wait ends
