@@ -22,10 +22,10 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import Reader
 
-from mav_bringup.graph import metrics
+from mav_bringup.graph import isolation, metrics
 from mav_bringup.graph.components import default_graph_file, load_graph
 from mav_bringup.graph.recorder import TYPESTORE, BagRecorder, topic_specs, type_name
-from mav_bringup.graph.runner import RunOptions, _overrides, main, parse_args
+from mav_bringup.graph.runner import RunOptions, _overrides, main, parse_args, run
 from mav_bringup.graph.series import OdometrySeries
 from mav_geometry import quaternion as Q
 
@@ -257,3 +257,23 @@ def test_sigterm_closes_the_bag_writes_the_report_and_exits_143(tmp_path):
     assert 0.0 < summary["sim_time_s"] < 600.0
     with Reader(output / "bag") as reader:  # closed: metadata written, readable
         assert reader.message_count > 0
+
+
+def test_an_unset_ros_domain_is_picked_per_process_and_a_set_one_is_kept(monkeypatch):
+    monkeypatch.setenv("ROS_DOMAIN_ID", "42")
+    assert isolation.run_domain_id() == (42, False)
+    monkeypatch.delenv("ROS_DOMAIN_ID")
+    domain, picked = isolation.run_domain_id()
+    assert picked
+    low, high = isolation.AUTOMATIC_DOMAINS
+    assert low <= domain <= high
+    assert domain == low + os.getpid() % (high - low + 1)
+
+
+def test_an_output_directory_being_written_is_refused_even_with_overwrite(tmp_path):
+    output = tmp_path / "run"
+    with isolation.OutputLock(output), pytest.raises(FileExistsError,
+                                                    match=f"pid {os.getpid()}"):
+        run(RunOptions(duration_s=1.0, output_dir=output, overwrite=True, record=False,
+                       report=False, progress=False))
+    assert not (output / isolation.LOCK_NAME).exists()  # released

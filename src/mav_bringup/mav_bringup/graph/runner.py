@@ -29,6 +29,7 @@ from mav_bringup.graph import fleet
 from mav_bringup.graph.components import Component, default_graph_file, load_graph
 from mav_bringup.graph.events import scenario_facts
 from mav_bringup.graph.fleet import write_fleet_summary
+from mav_bringup.graph.isolation import LOCK_NAME, OutputLock, run_domain_id
 from mav_bringup.graph.recorder import BagRecorder, topic_specs
 from mav_bringup.graph.report import write_report
 from mav_bringup.graph.series import read_run
@@ -146,11 +147,21 @@ def run(options: RunOptions) -> RunResult:
     if strangers:
         raise ValueError(f"--set names no node of the graph: {strangers}; the graph's nodes "
                          f"are {names}")
+    with OutputLock(options.output_dir):
+        return _run_locked(options, components)
+
+
+def _run_locked(options: RunOptions, components: list[Component]) -> RunResult:
+    """``run`` once the output directory is this run's."""
     bag = options.output_dir / "bag" if options.record else None
     _prepare_output(options.output_dir, options.overwrite)
     parameters = options.node_parameters()
+    domain, picked = run_domain_id()
+    if picked and options.progress:
+        print(f"[mav-sim] ROS domain {domain}, picked for this run (set ROS_DOMAIN_ID to "
+              "choose it, e.g. to watch the run live)", file=sys.stderr)
     context = rclpy.Context()
-    rclpy.init(context=context, args=[])
+    rclpy.init(context=context, args=[], domain_id=domain)
     nodes: dict[str, Node] = {}
     recorder: BagRecorder | None = None
     try:
@@ -231,7 +242,7 @@ def _create_nodes(component: Component, options: RunOptions,
 
 
 def _prepare_output(directory: Path, overwrite: bool) -> None:
-    if directory.exists() and any(directory.iterdir()):
+    if directory.exists() and any(p.name != LOCK_NAME for p in directory.iterdir()):
         if not overwrite:
             raise FileExistsError(f"output directory {directory} is not empty; pass "
                                   "--overwrite or choose another --output-dir")
