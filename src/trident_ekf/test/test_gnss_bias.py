@@ -410,7 +410,8 @@ def test_reset_to_gnss_keeps_the_bias_and_its_correlation(cls):
     """After a divergence reset the position is the fix minus the bias estimate; its
     covariance holds the white part plus the bias's, correlated with the bias error."""
     filter_ = cls(FilterConfig(gnss_bias_sigma_horizontal=HORIZONTAL,
-                               gnss_bias_sigma_vertical=VERTICAL, max_consecutive_rejections=1))
+                               gnss_bias_sigma_vertical=VERTICAL, max_consecutive_rejections=1,
+                               consistency_probability=0.0))  # the reset onto any fix
     data = _data(3, duration=2.0)
     start_with_error(filter_, data, SIGMAS, np.random.default_rng(3))
     filter_.augmented[GnssPosition.name] = (0.1, -0.2, 0.3)

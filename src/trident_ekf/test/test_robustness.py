@@ -140,7 +140,9 @@ def test_bad_gnss_fixes_are_rejected_and_counted(cls):
 
 @pytest.mark.parametrize("cls", FILTERS)
 def test_outlier_is_gated_and_persistent_jump_declares_divergence(cls):
-    filter_ = _started(cls, max_consecutive_rejections=5, reset_on_divergence=False)
+    # Without the consistency tests (test_divergence.py: with them this jump is spoofing).
+    filter_ = _started(cls, max_consecutive_rejections=5, reset_on_divergence=False,
+                       consistency_probability=0.0)
     _feed(filter_, 10.0)
     filter_.drain_updates()
     position = filter_.nominal()[2]
@@ -161,7 +163,9 @@ def test_outlier_is_gated_and_persistent_jump_declares_divergence(cls):
 
 @pytest.mark.parametrize("cls", FILTERS)
 def test_persistent_jump_resets_to_gnss_when_reset_is_enabled(cls):
-    filter_ = _started(cls, max_consecutive_rejections=5)
+    # Without the consistency tests the reset takes any fix, even a jump the GNSS velocity
+    # and the IMU contradict (test_divergence.py: with them it never does).
+    filter_ = _started(cls, max_consecutive_rejections=5, consistency_probability=0.0)
     _feed(filter_, 10.0)
     jump = np.array([100.0, 0.0, 0.0])
     _feed(filter_, 11.01, offset=jump)  # five rejected fixes, then the reset

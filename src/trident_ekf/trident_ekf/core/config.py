@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 MAX_SAMPLING_FACTOR = 10.0  # largest gyro/accel_sampling_factor (dimensionless)
+STANDARD_GRAVITY = 9.80665  # m/s^2: what an accelerometer range "16 g" means
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,13 @@ class FilterConfig:
         long; 0 disables the history).
     reset_on_divergence: on that declaration, reset position and velocity to the fix (with
         the fix's covariance) instead of staying DIVERGED until re-initialized.
+    consistency_probability: chi-square probability (3 dof) of the tests that tell a
+        diverged estimate from wrong fixes (``core.divergence``): a rejected fix's
+        displacement against the GNSS velocity and the inertial solution. A fix both
+        contradict is inconsistent (not counted towards divergence; two in a row raise the
+        spoofing alarm), and the reset only goes onto a fix that ends a track of
+        ``max_consecutive_rejections`` fixes moving as both say. 0 disables the tests:
+        every gated fix counts and the reset takes any fix.
     gnss_bias_sigma_horizontal, gnss_bias_sigma_vertical: stationary sigma, m, of the
         slowly varying (multipath, atmosphere) part of the GNSS position error, per east /
         north and up axis. 0 for both (default): fixes are white, 15 error states. Both > 0:
@@ -69,6 +77,17 @@ class FilterConfig:
         floored at ``gnss_white_sigma_floor``^2. False: the reported covariance is used as
         the white part as it is.
     gnss_white_sigma_floor: smallest white GNSS position sigma left by that subtraction, m.
+    gyro_range, accel_range: the IMU's declared full-scale range per sensor axis, rad/s and
+        m/s^2 (defaults 2000 deg/s and 16 g, common MEMS settings). A sample with any axis at
+        or beyond it is saturated: rejected and counted (``imu_saturated``), not fused.
+    max_imu_stamp_jump: largest forward IMU interval that is a gap (bridged or skipped), s;
+        a longer one is a stamp fault: the sample is rejected (``imu_stamp_jump``).
+    clock_change_samples: consecutive IMU samples rejected for their stamps (backward, or
+        beyond ``max_imu_stamp_jump``) that agree among themselves (increasing, intervals
+        at most ``max_imu_interval``) and so make a new input time base: the estimate
+        continues on it (``core.input_clock``). One bad stamp stays a rejected sample.
+    imu_timeout: time without a usable IMU sample (input stamps, or the node's clock) after
+        which the session reports an IMU blackout (diagnostics ERROR), s.
     """
 
     gyro_noise: float = 1e-3
@@ -90,12 +109,18 @@ class FilterConfig:
     divergence_position_sigma: float = 1000.0
     max_consecutive_rejections: int = 25
     reset_on_divergence: bool = True
+    consistency_probability: float = 0.9999
     history_length: float = 1.0
     gnss_bias_sigma_horizontal: float = 0.0
     gnss_bias_sigma_vertical: float = 0.0
     gnss_bias_correlation_time: float = 60.0
     gnss_covariance_includes_bias: bool = True
     gnss_white_sigma_floor: float = 0.01
+    gyro_range: float = math.radians(2000.0)
+    accel_range: float = 16.0 * STANDARD_GRAVITY
+    max_imu_stamp_jump: float = 10.0
+    clock_change_samples: int = 5
+    imu_timeout: float = 1.0
 
     def __post_init__(self) -> None:
         positive = {
@@ -110,6 +135,9 @@ class FilterConfig:
             "divergence_position_sigma": self.divergence_position_sigma,
             "gnss_bias_correlation_time": self.gnss_bias_correlation_time,
             "gnss_white_sigma_floor": self.gnss_white_sigma_floor,
+            "gyro_range": self.gyro_range,
+            "accel_range": self.accel_range,
+            "imu_timeout": self.imu_timeout,
         }
         for name, value in positive.items():
             if not (math.isfinite(value) and value > 0.0):
@@ -129,6 +157,13 @@ class FilterConfig:
         if not (math.isfinite(self.max_bridged_gap) and self.max_bridged_gap >= 0.0):
             raise ValueError(
                 f"max_bridged_gap must be finite and >= 0 s, got {self.max_bridged_gap!r}")
+        if not (math.isfinite(self.max_imu_stamp_jump)
+                and self.max_imu_stamp_jump >= self.max_imu_interval):
+            raise ValueError("max_imu_stamp_jump must be finite and >= max_imu_interval "
+                             f"({self.max_imu_interval!r} s), got {self.max_imu_stamp_jump!r}")
+        if not (isinstance(self.clock_change_samples, int) and self.clock_change_samples >= 2):
+            raise ValueError("clock_change_samples must be an integer >= 2, "
+                             f"got {self.clock_change_samples!r}")
         if not (math.isfinite(self.history_length) and self.history_length >= 0.0):
             raise ValueError(
                 f"history_length must be finite and >= 0 s, got {self.history_length!r}")
@@ -143,6 +178,9 @@ class FilterConfig:
                 and (all(bias_sigmas) or not any(bias_sigmas))):
             raise ValueError("gnss_bias_sigma_horizontal and gnss_bias_sigma_vertical must be "
                              f"both 0 or both finite and > 0 m, got {bias_sigmas!r}")
+        if not 0.0 <= self.consistency_probability < 1.0:
+            raise ValueError("consistency_probability must be in [0, 1), "
+                             f"got {self.consistency_probability!r}")
         if not 0.0 <= self.gate_probability < 1.0:
             raise ValueError(f"gate_probability must be in [0, 1), got {self.gate_probability!r}")
         if self.max_consecutive_rejections < 1:

@@ -35,7 +35,9 @@ from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray, FloatVector
 from mav_geometry.scalar import Vector3
 from trident_ekf.core.config import FilterConfig
+from trident_ekf.core.divergence import FixTrack, fix_record
 from trident_ekf.core.earth import OMEGA_ECEF, gravity_xyz
+from trident_ekf.core.input_clock import stamp_fault
 from trident_ekf.core.measurements.base import (
     AidingSource,
     Measurement,
@@ -50,7 +52,7 @@ NAV = slice(0, 9)
 ATT, VEL, POS, BG, BA = (slice(i, i + 3) for i in range(0, 15, 3))
 GNSS_BIAS = slice(STATE_DIM, STATE_DIM + 3)  # only with FilterConfig.gnss_bias_states
 MAX_PENDING = 64  # measurements (all sources) waiting for the IMU to reach their stamps
-IMU_REASONS = ("accepted", "nonfinite", "out_of_order", "duplicate", "gap")
+IMU_REASONS = ("accepted", "nonfinite", "out_of_order", "duplicate", "stamp_jump", "gap")
 RESET_VELOCITY_AGE = 0.1  # s: a GNSS velocity this close to a reset fix resets velocity too
 # Automatic outage timeout (FilterConfig.outage_timeout NaN): the nominal GNSS period is the
 # median of the latest GNSS_PERIOD_WINDOW fix intervals, once GNSS_PERIOD_MIN_INTERVALS are
@@ -67,9 +69,11 @@ class FilterStatus(Enum):
     automatically a few nominal GNSS periods measured from the fix stamps), NOMINAL again at
     the next accepted one: a gap shorter than the timeout (a late, skipped or gated fix)
     leaves the status as it is; DIVERGED when the covariance is non-finite or too large, or
-    GNSS position was rejected ``max_consecutive_rejections`` times in a row. With
-    ``reset_on_divergence`` the filter then resets position and velocity to the fix and
-    reads DIVERGED until its next accepted GNSS update; without it DIVERGED is sticky until
+    GNSS position was gated ``max_consecutive_rejections`` times in a row (fixes the GNSS
+    velocity and the IMU contradict are inconsistent, not gated: ``core.divergence``). With
+    ``reset_on_divergence`` the filter then resets position and velocity to the fix, once
+    the rejected fixes form a coherent track (``FixTrack.ready_to_reset``), and reads
+    DIVERGED until its next accepted GNSS update; without it DIVERGED is sticky until
     re-initialized.
     """
 
@@ -135,6 +139,11 @@ class ErrorStateFilter:
         self._initialized = False
         self._diverged = False
         self._consecutive_rejections = 0
+        self._fix_track = FixTrack()  # divergence or spoofing (core.divergence)
+        # How far the updates of the sources other than the GNSS position have moved the
+        # position, summed (ECEF m): the inertial displacement between two fixes is the
+        # estimate's without it (core.divergence).
+        self._aiding_shift = np.zeros(3)
         self._last_accepted_gnss = math.nan
         # Nominal GNSS period (automatic outage timeout): intervals between the stamps of the
         # GNSS positions that reach an update, in stamp order. Not part of the snapshots: a
@@ -155,6 +164,7 @@ class ErrorStateFilter:
         self._snapshots: deque[dict[str, Any]] = deque()
         self._applied: deque[tuple[Measurement, str, float]] = deque()
         self._replaying = False
+        self._rewinding: Measurement | None = None  # the delayed one a rewind applies
         self._sample_index = 0
         self._gate: dict[int, float] = {}
         self._q_error = np.zeros(dim)  # diagonal of B Q_c B^T (both filters: isotropic)
@@ -205,7 +215,8 @@ class ErrorStateFilter:
     # ----- subclass interface -------------------------------------------------------------
     _NOMINAL_FIELDS: tuple[str, ...] = ()  # attributes holding the (immutable) nominal state
     _SNAPSHOT_FIELDS = ("time", "gyro_bias", "accel_bias", "last_omega", "last_nis",
-                        "_diverged", "_consecutive_rejections", "_last_accepted_gnss",
+                        "_diverged", "_consecutive_rejections", "_fix_track", "_aiding_shift",
+                        "_last_accepted_gnss",
                         "_last_gnss_velocity", "_used", "_acc_time", "_acc_count",
                         "_acc_sampling", "_previous_sample")
 
@@ -297,6 +308,8 @@ class ErrorStateFilter:
         self._initialized = True
         self._diverged = False
         self._consecutive_rejections = 0
+        self._fix_track = FixTrack(alarms=self._fix_track.alarms)  # a count of the whole run
+        self._aiding_shift = np.zeros(3)
         self._pending.clear()
         self._forget_history()
         self._reset_accumulator()
@@ -342,7 +355,8 @@ class ErrorStateFilter:
 
         The sample stands for the interval since the previous sample. Queued measurements
         (any sensor) stamped inside the interval are applied at their own stamps.
-        Returns False (and counts why) when the sample is rejected.
+        Returns False (and counts why) when the sample is rejected: an interval longer
+        than ``max_imu_stamp_jump`` is a stamp fault, not a gap (``core.input_clock``).
         """
         gx, gy, gz = (float(c) for c in gyro)
         ax, ay, az = (float(c) for c in accel)
@@ -353,11 +367,9 @@ class ErrorStateFilter:
         if not self._initialized:
             return False
         dt = t - self.time
-        if dt <= 0.0:
-            if dt == 0.0:
-                self.imu_counts["duplicate"] += 1
-            else:
-                self.imu_counts["out_of_order"] += 1
+        fault = stamp_fault(dt, self.config.max_imu_stamp_jump)
+        if fault is not None:
+            self.imu_counts[fault] += 1
             return False
         if self.config.history_length > 0.0:
             self._remember(t, (gx, gy, gz), (ax, ay, az))
@@ -386,6 +398,22 @@ class ErrorStateFilter:
             self._update(measurement)
         self._propagate(omega, force, t - self.time)
         return True
+
+    def restart_clock(self, time: float) -> None:
+        """Continue the running estimate at ``time`` s on a new input time base (the input
+        clock stepped: ``core.input_clock``). State and covariance stay; the GNSS timing
+        (outage age) carries over; the delayed-measurement history, on the old base, is
+        dropped, and so are the measurements queued for old-base stamps (counted ``late``:
+        they cannot be applied at their stamps any more)."""
+        self.flush()
+        shift = float(time) - self.time
+        self.time = float(time)
+        self._last_accepted_gnss += shift
+        self._fix_track = self._fix_track.shifted(shift)  # its fixes are on the old base
+        self._last_fix_stamp = math.nan
+        self._previous_sample = None
+        self._drop_measurements_inside_gap(math.inf)
+        self._forget_history()
 
     def _sampling_noise(self, gyro: Vector3, accel: Vector3, dt: float) -> None:
         """Set the sampling-noise variance rates of the interval ending with this sample
@@ -450,6 +478,7 @@ class ErrorStateFilter:
         result = {f"imu_{reason}": n for reason, n in self.imu_counts.items()}
         for name, status in self.aid_status.items():
             result.update({f"{name}_{reason}": n for reason, n in status.counts.items()})
+        result[f"{GnssPosition.name}_spoofing_alarms"] = self.spoofing_alarms
         return result
 
     def flush(self) -> None:
@@ -660,7 +689,10 @@ class ErrorStateFilter:
         """After an IMU gap the state is held; measurements stamped inside it are dropped."""
         self.flush()
         while self._pending and self._pending[0].time <= t:
-            self._count(self._pending.pop(0).source, "late")
+            dropped = self._pending.pop(0)
+            self._count(dropped.source, "late")
+            if dropped is self._rewinding:
+                self._rewinding = None
 
     def _update(self, m: Measurement) -> None:
         """Let the source check the measurement, NIS-gate it and, if it passes, apply the
@@ -680,6 +712,11 @@ class ErrorStateFilter:
             S_inv = np.linalg.inv(S)
             nis = float(z @ S_inv @ z)
             reason = "accepted" if nis <= self._threshold(z.size) else "gated"
+            if source.drives_status and self.config.consistency_probability > 0.0:
+                # The antenna position after the outcome: a gated fix leaves the prediction
+                # (residual z), an update leaves the residual R S^-1 z.
+                posterior = z if reason == "gated" else linear.R @ S_inv @ z
+                reason = self._screen_fix(m, m.value + posterior, reason)
             self._record(m, z, nis)
         if self.config.history_length > 0.0:
             self._applied.append((m, reason, nis if reason == "accepted" else 0.0))
@@ -688,7 +725,7 @@ class ErrorStateFilter:
         if reason == "accepted":
             status.nis_sum += nis
             status.nis_count += 1
-        if reason in ("accepted", "gated"):
+        if reason in ("accepted", "gated", "inconsistent"):  # those have a residual
             self._updates.append(UpdateResult(m.source, m.time, z, nis, z.size,
                                               reason == "accepted", reason))
         else:
@@ -697,7 +734,7 @@ class ErrorStateFilter:
         if m.source == GnssVelocity.name:
             self._last_gnss_velocity = m
         if source.drives_status:
-            self._gnss_outcome(m, nis, reason == "accepted")
+            self._gnss_outcome(m, nis, reason)
         if reason != "accepted":
             return
         K = PHt @ S_inv
@@ -706,6 +743,8 @@ class ErrorStateFilter:
         P = IKH @ P @ IKH.T + K @ R @ K.T
         before = self.conventional_jacobian()
         self._correct(dx.tolist())  # plain floats: numpy scalars slow the scalar hot path 3x
+        if not source.drives_status:  # p <- p - (J dx)[POS], the conventional error removed
+            self._aiding_shift = self._aiding_shift - before[POS] @ dx
         # Reset: the error left after the correction is unchanged in the conventional
         # (ECEF velocity and position) coordinates, not in this filter's if they turn with
         # the attitude just corrected (the trident's body-frame errors: there the remaining
@@ -741,21 +780,64 @@ class ErrorStateFilter:
             value = self.augmented[name]
             self.augmented[name] = tuple(c - d for c, d in zip(value, dx[sl], strict=True))
 
-    def _gnss_outcome(self, m: Measurement, nis: float, accepted: bool) -> None:
-        """Only the GNSS position drives the reported NIS and the outage/divergence status."""
+    def _gnss_outcome(self, m: Measurement, nis: float, reason: str) -> None:
+        """Only the GNSS position drives the reported NIS and the outage/divergence status;
+        an inconsistent fix (``core.divergence``) does not count towards divergence."""
         self.last_nis = nis
         self._measure_gnss_period(m.time)
-        if accepted:
+        if reason == "accepted":
             if self.config.reset_on_divergence:
                 self._diverged = False
             self._consecutive_rejections = 0
             self._last_accepted_gnss = m.time
             return
+        if reason == "inconsistent":
+            return
         self._consecutive_rejections += 1
-        if self._consecutive_rejections >= self.config.max_consecutive_rejections:
-            self._diverged = True
-            if self.config.reset_on_divergence:
-                self._reset_to_gnss(m)
+        if self._consecutive_rejections < self.config.max_consecutive_rejections:
+            return
+        self._diverged = True
+        if not self.config.reset_on_divergence:
+            return
+        screened = self.config.consistency_probability > 0.0
+        if screened and not self._fix_track.ready_to_reset(
+                self.config.max_consecutive_rejections):
+            return
+        self._reset_to_gnss(m)
+        if screened:  # the reset fix anchors the next tests, at the antenna it reset to
+            self._fix_track = self._fix_track.anchored(
+                fix_record(self, m, m.value - self._aiding_shift, self._epoch_velocity(m)))
+
+    def _screen_fix(self, m: Measurement, antenna: FloatArray, reason: str) -> str:
+        """Divergence or spoofing (``core.divergence``): record the fix at ``antenna`` (the
+        filter's antenna position after its outcome, less the other sources' corrections);
+        a gated fix that the GNSS velocity and the IMU contradict comes back
+        ``inconsistent``."""
+        record = fix_record(self, m, antenna - self._aiding_shift, self._epoch_velocity(m))
+        if reason == "accepted":
+            self._fix_track = self._fix_track.anchored(record)
+            return reason
+        self._fix_track, inconsistent = self._fix_track.screened(
+            record, self.config.consistency_probability, self.outage_threshold)
+        return "inconsistent" if inconsistent else reason
+
+    def _epoch_velocity(self, m: Measurement) -> Measurement | None:
+        """The GNSS velocity of the fix's epoch (None without one)."""
+        velocity = self._last_gnss_velocity
+        if velocity is not None and abs(velocity.time - m.time) <= RESET_VELOCITY_AGE:
+            return velocity
+        return None
+
+    @property
+    def gnss_alarm(self) -> str:
+        """Why the GNSS position is suspected of spoofing, "" when it is not
+        (``core.divergence``); raised until a fix passes the gate again."""
+        return self._fix_track.alarm
+
+    @property
+    def spoofing_alarms(self) -> int:
+        """How many times the spoofing alarm was raised (the whole run)."""
+        return self._fix_track.alarms
 
     def _measure_gnss_period(self, t: float) -> None:
         """Count the interval from the previous GNSS position stamp (accepted or not: the
@@ -823,13 +905,17 @@ class ErrorStateFilter:
         self._restore(snapshot)
         self._sample_index = 0
         self._pending = sorted([*self._pending, *requeue, measurement], key=lambda m: m.time)
+        self._rewinding = measurement
         self._replaying = True
         try:
             for t, gyro, accel in samples:
                 self.process_imu(t, gyro, accel)
         finally:
             self._replaying = False
-        self._count(measurement.source, "delayed")
+        # A measurement the replay dropped (inside a skipped gap) is counted late, not both.
+        if self._rewinding is measurement:
+            self._count(measurement.source, "delayed")
+        self._rewinding = None
 
     def _reset_to_gnss(self, m: Measurement) -> None:
         """Move position (and velocity, with a GNSS velocity of the same epoch) to the fix,
@@ -853,8 +939,8 @@ class ErrorStateFilter:
             P[POS, POS] -= cross @ A.T
             P[POS, GNSS_BIAS] = cross
             P[GNSS_BIAS, POS] = cross.T
-        velocity = self._last_gnss_velocity
-        if velocity is not None and abs(velocity.time - m.time) <= RESET_VELOCITY_AGE:
+        velocity = self._epoch_velocity(m)
+        if velocity is not None:
             v = velocity.value - C @ np.cross(omega_eb, lever)
             P[VEL, VEL] = velocity.covariance
         else:

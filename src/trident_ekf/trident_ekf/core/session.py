@@ -40,10 +40,12 @@ from trident_ekf.core.initialization import (
     wrap,
     yaw_of,
 )
+from trident_ekf.core.input_clock import InputClock, stamp_fault
 from trident_ekf.core.measurements.base import Measurement
 from trident_ekf.core.measurements.gnss import GnssConfig, GnssPosition, GnssVelocity
 from trident_ekf.core.measurements.magnetometer import Magnetometer
 from trident_ekf.core.measurements.zero_velocity import StillnessDetector, ZeroVelocity
+from trident_ekf.core.plausibility import fix_fault, imu_fault, valid_covariance
 from trident_ekf.core.yaw_estimator import YawEstimator, YawEstimatorConfig
 
 GNSS_PAIRING = 0.05  # s: a fix and a velocity closer than this form one measurement
@@ -59,12 +61,14 @@ PHASES = ("waiting_for_data", "aligning", "running")
 # Diagnostics level (diagnostic_msgs/DiagnosticStatus: 0 OK, 1 WARN, 2 ERROR) per status.
 STATUS_LEVEL = {FilterStatus.NOMINAL: 0, FilterStatus.UNINITIALIZED: 1, FilterStatus.OUTAGE: 1,
                 FilterStatus.DIVERGED: 2}
+GNSS_ALARM_LEVEL = 2  # suspected GNSS spoofing: the position is inertial only, and why
 # Inputs the session itself rejects (the filter counts the rest, by source); each optional
 # source adds ``{source}_before_start`` and ``{source}_malformed``.
 REJECTION_REASONS = (
     "imu_malformed",  # undecodable message
-    "imu_nonfinite", "imu_out_of_order", "imu_duplicate",  # before initialization
-    "fix_no_fix", "fix_nonfinite", "fix_bad_covariance", "fix_superseded",
+    "imu_nonfinite", "imu_saturated",  # core.plausibility
+    "imu_out_of_order", "imu_duplicate", "imu_stamp_jump",  # core.input_clock
+    "fix_no_fix", "fix_nonfinite", "fix_out_of_range", "fix_bad_covariance", "fix_superseded",
     "velocity_nonfinite", "velocity_bad_covariance", "velocity_without_fix",
     "velocity_unpaired",
 )
@@ -107,7 +111,8 @@ class OutputSchedule:
     """Decimates outputs on IMU stamps: one at the first stamp of each new slot of
     ``1 / rate_hz`` (the stamp clock divided into periods), from the second stamp on, so
     with a regular IMU whose stamps hit the slot edges every output stamp is a multiple of
-    the output period."""
+    the output period. A slot before the latest one (the input clock stepped back: the
+    session only integrates increasing stamps otherwise) is a new slot too."""
 
     def __init__(self, rate_hz: float) -> None:
         if not (math.isfinite(rate_hz) and rate_hz > 0.0):
@@ -116,12 +121,11 @@ class OutputSchedule:
         self._last_slot: int | None = None
 
     def due(self, stamp_ns: int) -> bool:
-        """True when ``stamp_ns`` is the first stamp seen in a slot after an earlier one."""
+        """True when ``stamp_ns`` is the first stamp seen in a slot after another one."""
         slot = stamp_ns // self.period_ns
         last = self._last_slot
-        if last is None or slot > last:
-            self._last_slot = slot
-        return last is not None and slot > last
+        self._last_slot = slot
+        return last is not None and slot != last
 
 
 @dataclass
@@ -175,6 +179,7 @@ class EstimationSession:
         self._velocity_rejections = 0  # GNSS velocity updates failing the gate in a row
         self.resets = {"reset": 0, "set_pose": 0, "set_datum": 0, "yaw": 0}
         self.events: list[str] = []
+        self._gnss_alarm_raised = False  # the filter's spoofing alarm, as last reported
         self._local_rotation = self.datum.enu_to_ecef if self.datum is not None else None
         self._fix_seen = False  # a usable fix has come (phase)
         self._rotation = None if imu_rotation is None else np.asarray(imu_rotation, dtype=float)
@@ -194,6 +199,7 @@ class EstimationSession:
         self._first_imu = math.nan
         self._last_imu = -math.inf  # latest accepted IMU stamp, s
         self._imu_interval = math.nan  # latest IMU interval, s
+        self.input_clock = InputClock()  # stamp faults, clock changes, blackouts
         # Error-state rotation to ENU axes (estimate()); extra filter states stay as they are.
         self._to_enu = np.eye(filter_.covariance.shape[0])
 
@@ -306,29 +312,67 @@ class EstimationSession:
     def imu(self, stamp_ns: int, gyro: FloatVector, accel: FloatVector) -> bool:
         """One IMU sample: stamp ns, rate rad/s and specific force m/s^2 (IMU axes, REP-145).
 
-        Returns True when the running filter integrated it (then an output may be due).
+        Rejected (and counted) when a reading is non-finite or saturated (``core.plausibility``,
+        in the IMU's own axes) or its stamp is not after the latest sample's or jumps ahead
+        (``core.input_clock``), unless it completes a clock change: then the estimate (or the
+        alignment) continues on the new time base. Returns True when the running filter
+        integrated it (then an output may be due).
         """
         t = stamp_ns * 1e-9
         self.received["imu"] += 1
+        config = self.filter.config
+        reading = imu_fault(gyro, accel, config.gyro_range, config.accel_range)
+        if reading is not None:
+            self.rejected[f"imu_{reading}"] += 1
+            self.input_clock.unusable(t, reading == "saturated", config.max_imu_stamp_jump)
+            return False
         if self._rotation is not None:
             gyro, accel = self._rotation @ gyro, self._rotation @ accel
+        running = self.filter.initialized
+        latest = self.filter.time if running else self._last_imu
+        stamp = None if latest == -math.inf else stamp_fault(t - latest,
+                                                             config.max_imu_stamp_jump)
+        if stamp is not None and not self._clock_changed(t, stamp):
+            self.rejected[f"imu_{stamp}"] += 1
+            return False
         if self._fix or self._velocity:
             self._flush_gnss(t)
-        if self.filter.initialized:
-            if not self.filter.process_imu(t, gyro, accel):
-                return False
+        if running:
+            self.filter.process_imu(t, gyro, accel)  # checked above: integrated
             self._detect_stillness(t, gyro, accel)
-        elif self._initializer_accepts(t, gyro, accel):
-            self.initializer.add_imu(t, gyro, accel)
         else:
-            return False
+            self.initializer.add_imu(t, gyro, accel)
         if self._last_imu == -math.inf:
             self._first_imu = t
         else:
             self.yaw_estimator.imu(t - self._last_imu, gyro, accel)
         self._imu_interval = t - self._last_imu
         self._last_imu = t
-        return self.filter.initialized
+        self.input_clock.usable(t)
+        return running
+
+    def _clock_changed(self, t: float, stamp: str) -> bool:
+        """Whether a sample rejected for its ``stamp`` completes a clock change; if so the
+        filter (or the alignment, restarted) continues on the new time base, to take it."""
+        config = self.filter.config
+        if stamp == "duplicate" or not self.input_clock.stamp_rejected(
+                t, config.max_imu_interval, config.clock_change_samples):
+            return False
+        running = self.filter.initialized
+        start = self.input_clock.change(self.filter.time if running else self._last_imu)
+        step = self.input_clock.last_step
+        if running:
+            self.filter.restart_clock(start)
+        else:  # the levelling window is on the old base: level again
+            self.initializer = copy.deepcopy(self._initializer_settings)
+        if self._stillness is not None:  # its window is on the old base
+            self._stillness = StillnessDetector(self._stillness.config)
+        self._last_zero_velocity = -math.inf
+        self._first_imu += step
+        self._last_imu = start
+        self.events.append(f"IMU clock stepped {step:+.3f} s: continuing on the new time "
+                           "base")
+        return True
 
     def fix(self, stamp_ns: int, status: int, latitude_deg: float, longitude_deg: float,
             height_m: float, covariance_enu: ArrayLike, covariance_known: bool = True) -> bool:
@@ -339,13 +383,13 @@ class EstimationSession:
         if status < 0:  # NO_FIX must not be fused
             self.rejected["fix_no_fix"] += 1
             return False
-        if not (math.isfinite(latitude_deg + longitude_deg + height_m)
-                and abs(latitude_deg) <= 90.0):
-            self.rejected["fix_nonfinite"] += 1
+        position_fault = fix_fault(latitude_deg, longitude_deg, height_m)
+        if position_fault is not None:  # core.plausibility
+            self.rejected[f"fix_{position_fault}"] += 1
             return False
         covariance_enu = self.gnss_receiver.position(
             np.asarray(covariance_enu, dtype=float).reshape(3, 3) if covariance_known else None)
-        if not _valid_covariance(covariance_enu):
+        if not valid_covariance(covariance_enu):
             self.rejected["fix_bad_covariance"] += 1
             return False
         t = stamp_ns * 1e-9 - self.gnss_receiver.delay_s  # when the fix was valid
@@ -374,7 +418,7 @@ class EstimationSession:
         if not all(math.isfinite(c) for c in velocity_enu):
             self.rejected["velocity_nonfinite"] += 1
             return False
-        if not _valid_covariance(covariance):
+        if not valid_covariance(covariance):
             self.rejected["velocity_bad_covariance"] += 1
             return False
         rotation = self._local_rotation  # ENU at the latest fix
@@ -435,16 +479,6 @@ class EstimationSession:
         return True
 
     # ----- input checks and GNSS pairing ---------------------------------------------------
-    def _initializer_accepts(self, t: float, gyro: FloatVector, accel: FloatVector) -> bool:
-        """The filter's IMU checks (finite, stamps increasing), counted, before it runs."""
-        if not (math.isfinite(t) and all(math.isfinite(c) for c in (*gyro, *accel))):
-            self.rejected["imu_nonfinite"] += 1
-            return False
-        if t <= self._last_imu:
-            self.rejected["imu_duplicate" if t == self._last_imu else "imu_out_of_order"] += 1
-            return False
-        return True
-
     def _detect_stillness(self, t: float, gyro: FloatVector, accel: FloatVector) -> None:
         """Zero-velocity updates at the source's rate while the IMU is still."""
         detector = self._stillness
@@ -489,6 +523,7 @@ class EstimationSession:
             updates = self.filter.drain_updates()
             self._updates += updates
             self._check_yaw(updates)
+            self._note_gnss_alarm()
             return
         if self.initializer.add_gnss(fix.time, fix.value, v, self._motion_attitude(),
                                      self._earth_field(fix.value, fix.time)):
@@ -505,6 +540,15 @@ class EstimationSession:
             self._velocity_rejections = 0
             self.events.append(f"started: {start.alignment} alignment, yaw from "
                                f"{start.yaw_source}")
+
+    def _note_gnss_alarm(self) -> None:
+        """An event when the filter's spoofing alarm is raised or cleared."""
+        alarm = self.filter.gnss_alarm
+        if bool(alarm) == self._gnss_alarm_raised:
+            return
+        self._gnss_alarm_raised = bool(alarm)
+        self.events.append(f"t={self.filter.time:.2f} s: " + (
+            alarm or "GNSS position consistent again: spoofing alarm cleared, fixes fused"))
 
     def _motion_attitude(self) -> MotionAttitude | None:
         """The yaw estimator's attitude once its AHRS has settled (yaw sigma infinite until
@@ -623,13 +667,17 @@ class EstimationSession:
         result = self.filter.counts()
         for reason, count in self.rejected.items():
             result[reason] = result.get(reason, 0) + count
+        result["imu_clock_changes"] = self.input_clock.changes
         return result
 
-    def diagnostics(self, update: UpdateResult | None = None
+    def diagnostics(self, update: UpdateResult | None = None, imu_silence_s: float = 0.0
                     ) -> tuple[int, str, dict[str, str]]:
         """(level 0 OK / 1 WARN / 2 ERROR, summary, key/values) describing the session:
         status, the GNSS update ``update`` (default the latest), biases and sigmas, yaw
-        sigma (yaw observability), every counter and the messages received per input."""
+        sigma (yaw observability), every counter and the messages received per input.
+        An IMU input fault (``core.input_clock``: blackout, clock change, saturation) raises
+        the level and leads the summary; ``imu_silence_s`` is the caller's own clock since
+        the last usable IMU sample (the node's: a blackout without any message)."""
         status = self.filter.status
         update = update or self.last_update
         estimator = self.yaw_estimator
@@ -659,9 +707,19 @@ class EstimationSession:
         values.update({name: str(count) for name, count in self.counts().items()})
         values.update({f"{name}_messages": str(count) for name, count in self.received.items()})
         summary = status.value if self.filter.initialized else self.phase.replace("_", " ")
-        return STATUS_LEVEL[status], summary, values
+        level = STATUS_LEVEL[status]
+        clock = self.input_clock
+        fault = clock.fault(self.filter.config.imu_timeout, imu_silence_s)
+        values.update(input_fault=fault.reason if fault else "",
+                      imu_blackout_s=f"{max(clock.blackout, imu_silence_s):.3f}",
+                      imu_last_clock_step_s=f"{clock.last_step:.3f}")
+        if fault is not None:
+            level = max(level, fault.level)
+            summary = f"{fault.reason}; {summary}"
+        alarm = self.filter.gnss_alarm if self.filter.initialized else ""
+        values["gnss_alarm"] = alarm  # suspected spoofing (core.divergence), "" if none
+        if alarm:
+            level = max(level, GNSS_ALARM_LEVEL)
+            summary = f"{alarm}; {summary}"
+        return level, summary, values
 
-
-def _valid_covariance(covariance: FloatArray) -> bool:
-    """Finite with a positive diagonal (a usable measurement noise)."""
-    return bool(np.all(np.isfinite(covariance)) and np.all(np.diag(covariance) > 0.0))

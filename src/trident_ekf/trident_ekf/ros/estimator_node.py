@@ -45,7 +45,13 @@ node clock in every phase (``phase``: waiting_for_data, aligning, running): WARN
 (OK), outage (WARN: no GNSS position update accepted for the outage timeout, ``outage_timeout``
 s, or automatically ``outage_gnss_periods`` nominal GNSS periods measured from the fix
 stamps, at least ``outage_timeout_floor``; a shorter gap does not change the status),
-diverged (ERROR). Besides the session's values: ``phase``, ``world_frame``,
+diverged (ERROR). An IMU input fault (``core.input_clock``) raises the level and leads the
+summary: a blackout, no usable sample for ``imu_timeout`` s of input stamps or of the node
+clock (ERROR); a clock change, for 1 s of input time after it (ERROR); saturated samples
+(WARN, for 1 s); ``input_fault`` gives the reason (empty: none). So does a raised GNSS
+spoofing alarm (``core.divergence``: fixes the GNSS velocity and the IMU contradict, never
+fused; ERROR until a fix passes the gate again), ``gnss_alarm``. Besides the session's
+values: ``phase``, ``world_frame``,
 ``outage_timeout_s``, ``gnss_period_s``, ``resets_<kind>`` (the session's reset counters)
 and ``<command>_refused``.
 """
@@ -53,6 +59,7 @@ and ``<command>_refused``.
 from __future__ import annotations
 
 import importlib
+import math
 import sys
 from functools import partial
 from typing import Any
@@ -90,7 +97,6 @@ from trident_ekf_interfaces.srv import SetDatum, SetPose
 
 NODE_NAME = "trident_ekf"
 COMMANDS = ("reset", "set_pose", "set_datum", "initial_pose")
-PHASE_SUMMARY = {"waiting_for_data": "waiting for data", "aligning": "aligning"}
 
 
 class EstimatorNode(Node):
@@ -112,6 +118,7 @@ class EstimatorNode(Node):
                                          settings.yaw_estimator)
         self._schedule = OutputSchedule(values["output_rate_hz"])
         self._announced = False
+        self._last_usable_imu = (math.nan, 0)  # (its stamp s, node clock ns on arrival)
         self._odometry = self.create_publisher(Odometry, "trident_ekf/odometry", RELIABLE_10)
         self._tf: Publisher[Any] | None = None
         self._take_values()
@@ -186,10 +193,25 @@ class EstimatorNode(Node):
         for sample in samples:
             used = deliver(self.session, sample)
             if isinstance(sample, ImuSample):
+                self._note_usable_imu()
                 if used and self._schedule.due(sample.stamp_ns):
                     self._publish_estimate(sample.stamp_ns)
             elif not isinstance(sample, Aid):
                 self._announce_start()
+
+    def _note_usable_imu(self) -> None:
+        """Remember when (node clock) the session last took an IMU sample: a blackout
+        without any message shows only on this clock."""
+        stamp = self.session.input_clock.last_usable
+        if stamp != self._last_usable_imu[0]:
+            self._last_usable_imu = (stamp, self.get_clock().now().nanoseconds)
+
+    def _imu_silence(self) -> float:
+        """Node-clock seconds since the session last took an IMU sample (0 before any)."""
+        stamp, arrival_ns = self._last_usable_imu
+        if math.isnan(stamp):  # no usable sample yet
+            return 0.0
+        return max(0.0, (self.get_clock().now().nanoseconds - arrival_ns) * 1e-9)
 
     def _announce_start(self) -> None:
         """Log once when the initializer starts the filter (only GNSS input can start it)."""
@@ -292,12 +314,11 @@ class EstimatorNode(Node):
         try:
             self._log_events()
             self.session.drain_updates()
-            level, summary, values = self.session.diagnostics()
+            level, summary, values = self.session.diagnostics(
+                imu_silence_s=self._imu_silence())
             values = dict(values)
-            phase = self.session.phase
-            summary = PHASE_SUMMARY.get(phase, summary)
             filter_ = self.session.filter
-            values.update({"phase": phase, "world_frame": self._frames[0],
+            values.update({"phase": self.session.phase, "world_frame": self._frames[0],
                            "outage_timeout_s": f"{filter_.outage_threshold:.3f}",
                            "gnss_period_s": f"{filter_.gnss_period:.3f}"})
             values.update({f"resets_{kind}": str(count)

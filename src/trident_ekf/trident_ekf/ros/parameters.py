@@ -59,10 +59,12 @@ CONFIG_FIELDS = ("gyro_noise", "accel_noise", "gyro_bias_walk", "accel_bias_walk
                  "max_bridged_gap", "gap_rate_sigma", "gap_accel_sigma",
                  "outage_timeout", "outage_gnss_periods", "outage_timeout_floor",
                  "divergence_position_sigma", "max_consecutive_rejections",
-                 "reset_on_divergence", "history_length", "gnss_bias_sigma_horizontal",
+                 "reset_on_divergence", "consistency_probability", "history_length",
+                 "gnss_bias_sigma_horizontal",
                  "gnss_bias_sigma_vertical",
                  "gnss_bias_correlation_time", "gnss_covariance_includes_bias",
-                 "gnss_white_sigma_floor")
+                 "gnss_white_sigma_floor", "gyro_range", "accel_range", "max_imu_stamp_jump",
+                 "clock_change_samples", "imu_timeout")
 """Parameters that are ``FilterConfig`` fields of the same name."""
 DATUM = ("datum_latitude_deg", "datum_longitude_deg", "datum_height_m")
 
@@ -113,6 +115,22 @@ SPECS: tuple[ParameterSpec, ...] = (
     ParameterSpec("max_bridged_gap", _DEFAULTS.max_bridged_gap, "longest IMU gap bridged "
                   "(state coasting, covariance grown by gap_rate_sigma and gap_accel_sigma); "
                   "a longer one is skipped (the clock jumps)", "s", 0.0, 60.0),
+    ParameterSpec("max_imu_stamp_jump", _DEFAULTS.max_imu_stamp_jump, "largest forward IMU "
+                  "interval that is a gap; a longer one is a stamp fault (sample rejected, "
+                  "imu_stamp_jump); at least max_imu_interval", "s", 1e-4, 86400.0),
+    ParameterSpec("clock_change_samples", _DEFAULTS.clock_change_samples, "consecutive IMU "
+                  "samples rejected for their stamps (backward or jumping) that agree on a new "
+                  "time base and so make a clock change (the estimate continues on it)", "", 2,
+                  1000),
+    ParameterSpec("imu_timeout", _DEFAULTS.imu_timeout, "time without a usable IMU sample "
+                  "(input stamps or the node clock) that reads as an IMU blackout "
+                  "(diagnostics ERROR)", "s", 0.01, 3600.0),
+    ParameterSpec("gyro_range", _DEFAULTS.gyro_range, "declared gyro full-scale range per "
+                  "axis; a reading at or beyond it is saturated (rejected, imu_saturated); "
+                  "default 2000 deg/s", "rad/s", 0.1, 1000.0),
+    ParameterSpec("accel_range", _DEFAULTS.accel_range, "declared accelerometer full-scale "
+                  "range per axis; a reading at or beyond it is saturated (rejected, "
+                  "imu_saturated); default 16 g", "m/s^2", 1.0, 10000.0),
     ParameterSpec("gap_rate_sigma", _DEFAULTS.gap_rate_sigma, "unknown rotation rate "
                   "assumed over a bridged IMU gap", "rad/s", _TINY, 10.0),
     ParameterSpec("gap_accel_sigma", _DEFAULTS.gap_accel_sigma, "unknown acceleration "
@@ -134,6 +152,12 @@ SPECS: tuple[ParameterSpec, ...] = (
     ParameterSpec("reset_on_divergence", _DEFAULTS.reset_on_divergence,
                   "on divergence reset position and velocity to GNSS (true) or stay diverged "
                   "(false)"),
+    ParameterSpec("consistency_probability", _DEFAULTS.consistency_probability,
+                  "chi-square probability of the tests of a rejected fix's displacement "
+                  "against the GNSS velocity and the IMU: a fix both contradict is "
+                  "inconsistent (suspected spoofing, not divergence), and a divergence reset "
+                  "only takes a fix ending a track of max_consecutive_rejections fixes that "
+                  "move as both say (0 disables the tests: any fix)", "", 0.0, 0.999999999),
     ParameterSpec("history_length", _DEFAULTS.history_length, "how far back a late "
                   "measurement is applied at its own stamp (0 = never)", "s", 0.0, 10.0),
     ParameterSpec("gnss_bias_sigma_horizontal", _DEFAULTS.gnss_bias_sigma_horizontal,

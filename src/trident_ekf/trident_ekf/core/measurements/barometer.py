@@ -113,9 +113,11 @@ class Barometer(AidingSource):
             raise ValueError("give exactly one of pressure_pa and height_m")
         default = self.config.noise_sigma_m**2
         if pressure_pa is not None:
-            height = pressure_altitude(pressure_pa) if pressure_pa > 0.0 else math.nan
+            # Below 1 Pa (no flight's pressure) the slope overflows: unusable, as NaN is.
+            readable = pressure_pa >= 1.0
+            height = pressure_altitude(pressure_pa) if readable else math.nan
             variance = (pressure_variance_pa2 * height_per_pascal(pressure_pa) ** 2
-                        if pressure_variance_pa2 > 0.0 and pressure_pa > 0.0 else default)
+                        if pressure_variance_pa2 > 0.0 and readable else default)
         else:
             assert height_m is not None
             height = float(height_m)
