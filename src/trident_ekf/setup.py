@@ -18,6 +18,7 @@ setup(
         "console_scripts": [
             "trident-import = trident_ekf.tools.import_cli:main",
             "trident-replay = trident_ekf.tools.replay:main",
+            "trident-bag-recover = trident_ekf.tools.bag_recover:main",
             "estimator_node = trident_ekf.ros.estimator_node:main",
         ],
     },

@@ -12,6 +12,7 @@ import pytest
 
 from mav_bringup.graph import events as scenario_events
 from mav_bringup.graph import report
+from mav_bringup.graph.accumulator import RunAccumulator
 from mav_bringup.graph.metrics import (
     barometer_height_error,
     declination,
@@ -195,7 +196,8 @@ def test_scenario_facts_are_json_with_open_and_one_sample_ends():
 
 def test_events_are_shaded_on_every_panel_and_labelled_once():
     facts = _run_facts()
-    figure = report.plot_sensors(_series(), report._Marks(facts["events"], DURATION_S))
+    figure = report.plot_sensors(RunAccumulator.from_series(_series()),
+                                 report._Marks(facts["events"], DURATION_S))
     try:
         axes = figure.axes
         assert len(axes) == 4
@@ -261,7 +263,8 @@ def test_disabled_sensors_are_said_so_instead_of_failing(tmp_path):
     assert "barometer: no readings in the bag (disabled)" in markdown
     assert "magnetometer: no readings in the bag (disabled)" in markdown
     assert "No per-source counters" in markdown
-    figure = report.plot_sensors(series, report._Marks([], DURATION_S))
+    figure = report.plot_sensors(RunAccumulator.from_series(series),
+                                 report._Marks([], DURATION_S))
     try:
         texts = [t.get_text() for axis in figure.axes for t in axis.texts]
         assert any("no /barometer/pressure in the bag" in t for t in texts)

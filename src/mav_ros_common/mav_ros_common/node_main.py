@@ -24,11 +24,10 @@ from rclpy.context import Context
 from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
+from mav_ros_common.exit_codes import EXIT_FAILED as EXIT_UNEXPECTED
+from mav_ros_common.exit_codes import EXIT_OK
+from mav_ros_common.exit_codes import EXIT_USAGE as EXIT_BAD_PARAMETER
 from mav_ros_common.parameters import ParameterError
-
-EXIT_OK = 0
-EXIT_UNEXPECTED = 1
-EXIT_BAD_PARAMETER = 2
 
 NodeT = TypeVar("NodeT", bound=Node)
 

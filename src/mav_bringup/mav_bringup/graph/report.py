@@ -1,4 +1,6 @@
-"""The report of a run: PNG plots, ``summary.json`` and ``report.md`` (figures with units).
+"""The report of a run: PNG plots, ``summary.json`` and ``report.md`` (figures with units),
+from a ``graph.accumulator.RunAccumulator``: figures of merit over every sample, plots of
+bounded min/max-preserving decimations (memory bounded whatever the run's length).
 
 Scenario events (``run["events"]``, see ``graph.events``) are shaded on every time plot and
 listed in report.md; ``sensors.png`` checks the barometer and the magnetometer against the
@@ -18,19 +20,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from mav_bringup.graph import events as scenario_events
-from mav_bringup.graph.metrics import (
-    AXES,
-    SOURCE_STATISTICS,
-    EstimateErrors,
-    barometer_height_error,
-    declination,
-    estimate_errors,
-    estimator_sources,
-    magnetometer_heading_error,
-    tracking_error,
-)
-from mav_bringup.graph.series import BAROMETER, MAGNETOMETER, RunSeries
-from mav_geometry.arrays import FloatArray
+from mav_bringup.graph.accumulator import RunAccumulator, accumulate_bag
+from mav_bringup.graph.metrics import AXES, SOURCE_STATISTICS, declination, estimator_sources
+from mav_bringup.graph.series import BAROMETER, MAGNETOMETER, RunSeries, SensorSite
+from mav_ros_common.streams import RunningStats
 
 matplotlib.use("Agg")  # files only: the runner may have no display
 
@@ -40,111 +33,144 @@ GNSS_ERROR_KEYS = tuple(f"gnss_correlated_error_{axis}_m" for axis in ("east", "
 """Simulator diagnostics: the true slowly varying GNSS error, which no filter can remove."""
 BAROMETER_ERROR_KEYS = ("barometer_drift_pa", "barometer_ground_effect_pa", "barometer_fault_pa")
 """Simulator diagnostics: the barometer's true pressure errors (Pa)."""
+PLOTTED_DIAGNOSTICS = frozenset(
+    ("simulator", key) for key in (*ENERGY_KEYS, *BAROMETER_ERROR_KEYS, "barometer_offset_m",
+                                   "magnetometer_heading_error_deg", "magnetometer_disturbance_T"))
+"""The diagnostics whose series the report plots (the others: statistics only)."""
 SOURCE_COLUMNS = ("messages", "accepted", "gated", "disturbed", "delayed")
 """Estimator counters given a column of their own in report.md (the rest: when non-zero)."""
 
 
 def summarize(series: RunSeries, run: dict[str, Any]) -> dict[str, Any]:
-    """Figures of merit of a run (tracking, estimation, message counts) plus ``run``."""
-    errors = estimate_errors(series.estimate, series.truth)
-    _, tracking = tracking_error(series.truth, series.reference)
-    tracking_norm = np.linalg.norm(tracking, axis=1)
-    simulator = series.diagnostics.get("simulator", {})
-    balance = {key: float(np.max(np.abs(simulator[key][1])))
-               for key in ENERGY_KEYS if key in simulator and len(simulator[key][1])}
-    gnss_error = ([float(np.mean(simulator[key][1])) for key in GNSS_ERROR_KEYS]
-                  if all(key in simulator and len(simulator[key][1]) for key in GNSS_ERROR_KEYS)
-                  else None)
+    """Figures of merit of a run read whole (``read_run``) plus ``run``."""
+    return summary_of(RunAccumulator.from_series(series, PLOTTED_DIAGNOSTICS), run)
+
+
+def summary_of(run_data: RunAccumulator, run: dict[str, Any]) -> dict[str, Any]:
+    """Figures of merit of a run (tracking, estimation, message counts) plus ``run``. A
+    figure over samples of which one is not finite is NaN."""
+    simulator = run_data.diagnostics.get("simulator", {})
+    balance = {key: _strict(simulator[key].stats, "max_abs")
+               for key in ENERGY_KEYS if key in simulator and simulator[key].stats.rows}
+    gnss_error = ([_strict(simulator[key].stats, "mean") for key in GNSS_ERROR_KEYS]
+                  if all(key in simulator and simulator[key].stats.rows
+                         for key in GNSS_ERROR_KEYS) else None)
+    tracking = run_data.tracking
+    errors = run_data.estimate_error
+    rms = [_strict(errors, "rms", k) for k in range(errors.width)]
     return {
         "scenario": None, "events": [],
         **run,
-        "tracking_rms_m": float(np.sqrt(np.mean(tracking_norm**2))) if len(tracking) else None,
-        "tracking_max_m": float(tracking_norm.max()) if len(tracking) else None,
-        "estimate_samples": len(errors.time),
-        "estimate_rms": errors.rms(),
-        "inside_three_sigma": errors.inside_three_sigma(),
+        "tracking_rms_m": _strict(tracking, "rms") if tracking.rows else None,
+        "tracking_max_m": _strict(tracking, "maximum") if tracking.rows else None,
+        "estimate_samples": errors.rows,
+        "estimate_rms": dict(zip(ERROR_NAMES, rms, strict=True)),
+        "inside_three_sigma": dict(zip(ERROR_NAMES, map(float, run_data.inside.mean),
+                                       strict=True)),
         "max_abs_integrator_balance": balance,
-        "gnss_fixes": len(series.fix_time),
-        "gnss_no_fix": int(np.count_nonzero(~series.fix_valid)),
+        "gnss_fixes": run_data.gnss_fixes,
+        "gnss_no_fix": run_data.gnss_no_fix,
         "gnss_correlated_error_mean_enu_m": gnss_error,
-        "barometer": _barometer_summary(series),
-        "magnetometer": _magnetometer_summary(series),
-        "estimator_sources": estimator_sources(series.diagnostics.get("trident_ekf", {})),
-        "topic_counts": series.topic_counts,
+        "barometer": _barometer_summary(run_data),
+        "magnetometer": _magnetometer_summary(run_data),
+        "estimator_sources": estimator_sources({
+            key: (np.zeros(1), np.array([value.last]))
+            for key, value in run_data.diagnostics.get("trident_ekf", {}).items()
+            if value.stats.rows}),
+        "topic_counts": run_data.topic_counts,
     }
 
 
-def _finite(values: FloatArray) -> FloatArray:
-    finite: FloatArray = values[np.isfinite(values)]
-    return finite
+ERROR_NAMES = tuple(f"{name}_{axis}" for name in ("position", "velocity", "attitude")
+                    for axis in AXES)
+"""Keys of ``estimate_rms`` and ``inside_three_sigma``, in ``RunAccumulator`` column order."""
 
 
-def _barometer_summary(series: RunSeries) -> dict[str, Any] | None:
+def _strict(stats: RunningStats, figure: str, column: int = 0) -> float:
+    """``stats.<figure>`` of a column; NaN when a sample was not finite."""
+    return float(getattr(stats, figure)[column]) if not stats.nonfinite[column] else math.nan
+
+
+def _finite(stats: RunningStats, figure: str) -> float | None:
+    """``stats.<figure>`` over the finite samples, None without any."""
+    return float(getattr(stats, figure)[0]) if stats.count[0] else None
+
+
+def _barometer_summary(run_data: RunAccumulator) -> dict[str, Any] | None:
     """Pressure altitude minus the true ellipsoidal height: its mean (m, mostly the geoid
     height and the day's atmosphere) and its scatter about that mean (m); the simulator's
     true offset and drift. None without barometer readings."""
-    if not len(series.barometer):
+    if not run_data.barometer_readings:
         return None
-    _, error = barometer_height_error(series.barometer, series.truth, series.site.datum[2])
-    error = _finite(error)
-    simulator = series.diagnostics.get("simulator", {})
+    error = run_data.barometer_error
+    simulator = run_data.diagnostics.get("simulator", {})
 
-    def stat(key: str, reduce: Any) -> float | None:
-        values = _finite(simulator[key][1]) if key in simulator else np.zeros(0)
-        return float(reduce(values)) if len(values) else None
+    def stat(key: str, figure: str) -> float | None:
+        return _finite(simulator[key].stats, figure) if key in simulator else None
 
     return {
-        "readings": len(series.barometer),
-        "compared": len(error),
-        "height_error_mean_m": float(np.mean(error)) if len(error) else None,
-        "height_error_std_m": float(np.std(error)) if len(error) else None,
-        "true_offset_mean_m": stat("barometer_offset_m", np.mean),
-        "true_drift_max_abs_pa": stat("barometer_drift_pa", lambda v: np.max(np.abs(v))),
-        "true_ground_effect_max_pa": stat("barometer_ground_effect_pa", np.max),
+        "readings": run_data.barometer_readings,
+        "compared": int(error.count[0]),
+        "height_error_mean_m": _finite(error, "mean"),
+        "height_error_std_m": _finite(error, "std"),
+        "true_offset_mean_m": stat("barometer_offset_m", "mean"),
+        "true_drift_max_abs_pa": stat("barometer_drift_pa", "max_abs"),
+        "true_ground_effect_max_pa": stat("barometer_ground_effect_pa", "maximum"),
     }
 
 
-def _magnetometer_summary(series: RunSeries) -> dict[str, Any] | None:
+def _magnetometer_summary(run_data: RunAccumulator) -> dict[str, Any] | None:
     """The yaw error of the magnetometer levelled with the true attitude (deg): mean, RMS,
     largest; the field's declination and the simulator's largest true disturbance. None
     without magnetometer readings."""
-    if not len(series.magnetometer):
+    if not run_data.magnetometer_readings:
         return None
-    field = series.site.earth_field_ned_T
-    simulator = series.diagnostics.get("simulator", {})
-    disturbance = (_finite(simulator["magnetometer_disturbance_T"][1])
-                   if "magnetometer_disturbance_T" in simulator else np.zeros(0))
+    field = run_data.site.earth_field_ned_T
+    simulator = run_data.diagnostics.get("simulator", {})
+    disturbance = simulator.get("magnetometer_disturbance_T")
     result: dict[str, Any] = {
-        "readings": len(series.magnetometer),
+        "readings": run_data.magnetometer_readings,
         "declination_deg": math.degrees(declination(field)) if field is not None else None,
-        "true_disturbance_max_T": float(disturbance.max()) if len(disturbance) else None,
+        "true_disturbance_max_T": (_finite(disturbance.stats, "maximum")
+                                   if disturbance is not None else None),
         "compared": 0, "heading_error_mean_deg": None, "heading_error_rms_deg": None,
         "heading_error_max_abs_deg": None,
     }
-    if field is None:
-        return result
-    _, error = magnetometer_heading_error(series.magnetometer, series.truth, field,
-                                          series.site.imu_mount_rotation_xyzw)
-    error = np.degrees(_finite(error))
-    if len(error):
-        result.update(compared=len(error), heading_error_mean_deg=float(np.mean(error)),
-                      heading_error_rms_deg=float(np.sqrt(np.mean(error**2))),
-                      heading_error_max_abs_deg=float(np.max(np.abs(error))))
+    error = run_data.heading_error
+    if field is not None and error.count[0]:
+        result.update(compared=int(error.count[0]),
+                      heading_error_mean_deg=math.degrees(error.mean[0]),
+                      heading_error_rms_deg=math.degrees(error.rms[0]),
+                      heading_error_max_abs_deg=math.degrees(error.max_abs[0]))
     return result
 
 
 def write_report(series: RunSeries, directory: Path, run: dict[str, Any]) -> dict[str, Any]:
+    """The report of a run read whole (``read_run``): see ``write_accumulated``."""
+    return write_accumulated(RunAccumulator.from_series(series, PLOTTED_DIAGNOSTICS), directory,
+                             run)
+
+
+def write_bag_report(bag: Path, directory: Path, run: dict[str, Any], site: SensorSite,
+                     namespace: str = "") -> dict[str, Any]:
+    """The report of a run's bag, streamed (memory bounded whatever the run's length):
+    see ``write_accumulated``; ``namespace`` as in ``read_run``."""
+    return write_accumulated(accumulate_bag(bag, site, namespace, PLOTTED_DIAGNOSTICS),
+                             directory, run)
+
+
+def write_accumulated(run_data: RunAccumulator, directory: Path,
+                      run: dict[str, Any]) -> dict[str, Any]:
     """Write plots, ``summary.json`` and ``report.md`` into ``directory``; return the summary."""
     directory.mkdir(parents=True, exist_ok=True)
-    summary = summarize(series, run)
-    errors = estimate_errors(series.estimate, series.truth)
-    marks = _Marks(summary.get("events") or [], _end_of_run(series, summary))
+    summary = summary_of(run_data, run)
+    marks = _Marks(summary.get("events") or [], _end_of_run(run_data, summary))
     figures = {
-        "trajectory.png": _plot_trajectory(series, marks),
-        "estimate_errors.png": _plot_estimate_errors(errors, marks),
-        "tracking.png": _plot_tracking(series, marks),
-        "integrator.png": _plot_integrator(series, marks),
-        "sensors.png": plot_sensors(series, marks),
+        "trajectory.png": _plot_trajectory(run_data, marks),
+        "estimate_errors.png": _plot_estimate_errors(run_data, marks),
+        "tracking.png": _plot_tracking(run_data, marks),
+        "integrator.png": _plot_integrator(run_data, marks),
+        "sensors.png": plot_sensors(run_data, marks),
     }
     for name, figure in figures.items():
         figure.savefig(directory / name, dpi=110)
@@ -167,25 +193,25 @@ class _Marks:
         return scenario_events.mark_events(flat, self.events, self.end_of_run_s)
 
 
-def _end_of_run(series: RunSeries, summary: dict[str, Any]) -> float:
+def _end_of_run(run_data: RunAccumulator, summary: dict[str, Any]) -> float:
     """Sim time (s) an open-ended event is shaded to: the run's, else the last truth stamp."""
     if summary.get("sim_time_s") is not None:
         return float(summary["sim_time_s"])
-    return float(series.truth.time[-1]) if len(series.truth) else 0.0
+    truth = run_data.paths["truth"].rows()
+    return float(truth[-1, 0]) if len(truth) else 0.0
 
 
-def _plot_trajectory(series: RunSeries, marks: _Marks) -> Figure:
+def _plot_trajectory(run_data: RunAccumulator, marks: _Marks) -> Figure:
     figure, (top, side) = plt.subplots(1, 2, figsize=(13, 5.5))
-    valid = series.fix_valid
-    top.plot(series.fix_enu[valid, 0], series.fix_enu[valid, 1], ".", ms=2, color="0.7",
-             label="GNSS fixes")
-    for odometry, style, label in ((series.reference, "k--", "reference"),
-                                   (series.truth, "C0-", "ground truth"),
-                                   (series.estimate, "C1-", "estimate")):
-        top.plot(odometry.position[:, 0], odometry.position[:, 1], style, lw=1, label=label)
-        side.plot(odometry.time, odometry.position[:, 2], style, lw=1, label=label)
-    side.plot(series.fix_time[valid], series.fix_enu[valid, 2], ".", ms=2, color="0.7",
-              label="GNSS fixes")
+    fix_time, east, north, up = run_data.paths["fixes"].columns()
+    top.plot(east, north, ".", ms=2, color="0.7", label="GNSS fixes")
+    for name, style, label in (("reference", "k--", "reference"),
+                               ("truth", "C0-", "ground truth"),
+                               ("estimate", "C1-", "estimate")):
+        time, x, y, z = run_data.paths[name].columns()
+        top.plot(x, y, style, lw=1, label=label)
+        side.plot(time, z, style, lw=1, label=label)
+    side.plot(fix_time, up, ".", ms=2, color="0.7", label="GNSS fixes")
     marks.on(side)
     top.set(xlabel="east (m)", ylabel="north (m)", title="Trajectory in the map frame (ENU)")
     top.axis("equal")
@@ -196,17 +222,16 @@ def _plot_trajectory(series: RunSeries, marks: _Marks) -> Figure:
     return figure
 
 
-def _plot_estimate_errors(errors: EstimateErrors, marks: _Marks) -> Figure:
+def _plot_estimate_errors(run_data: RunAccumulator, marks: _Marks) -> Figure:
     figure, axes = plt.subplots(3, 3, figsize=(14, 9), sharex=True)
     marks.on(axes)
     rows = (("position", "m", 1.0), ("velocity", "m/s", 1.0), ("attitude", "deg", np.degrees(1.0)))
-    for row, (name, unit, scale) in zip(axes, rows, strict=True):
-        error = getattr(errors, name) * scale
-        bound = 3.0 * getattr(errors, f"{name}_sigma") * scale
+    for index, (row, (name, unit, scale)) in enumerate(zip(axes, rows, strict=True)):
         for k, axis in enumerate(row):
-            axis.fill_between(errors.time, -bound[:, k], bound[:, k], color="C0", alpha=0.2,
-                              label="+/-3 sigma (estimator)")
-            axis.plot(errors.time, error[:, k], "C3", lw=0.8, label="estimate - truth")
+            time, error, sigma = run_data.error_series[3 * index + k].columns()
+            axis.fill_between(time, -3.0 * scale * sigma, 3.0 * scale * sigma, color="C0",
+                              alpha=0.2, label="+/-3 sigma (estimator)")
+            axis.plot(time, scale * error, "C3", lw=0.8, label="estimate - truth")
             axis.set_ylabel(f"{name} {AXES[k]} ({unit})")
     axes[0, 0].legend(loc="upper right", fontsize=8)
     for axis in axes[-1]:
@@ -217,13 +242,13 @@ def _plot_estimate_errors(errors: EstimateErrors, marks: _Marks) -> Figure:
     return figure
 
 
-def _plot_tracking(series: RunSeries, marks: _Marks) -> Figure:
-    time, error = tracking_error(series.truth, series.reference)
+def _plot_tracking(run_data: RunAccumulator, marks: _Marks) -> Figure:
+    time, *error, norm = run_data.tracking_series.columns()
     figure, axis = plt.subplots(figsize=(10, 4))
     marks.on(axis)
     for k in range(3):
-        axis.plot(time, error[:, k], lw=0.8, label=f"{AXES[k]}")
-    axis.plot(time, np.linalg.norm(error, axis=1), "k", lw=1.2, label="norm")
+        axis.plot(time, error[k], lw=0.8, label=f"{AXES[k]}")
+    axis.plot(time, norm, "k", lw=1.2, label="norm")
     axis.set(xlabel="sim time (s)", ylabel="truth - reference (m)",
              title="Tracking error of the closed loop (controller on the estimate)")
     axis.legend(loc="best", fontsize=8)
@@ -231,14 +256,14 @@ def _plot_tracking(series: RunSeries, marks: _Marks) -> Figure:
     return figure
 
 
-def _plot_integrator(series: RunSeries, marks: _Marks) -> Figure:
-    simulator = series.diagnostics.get("simulator", {})
+def _plot_integrator(run_data: RunAccumulator, marks: _Marks) -> Figure:
+    simulator = run_data.diagnostics.get("simulator", {})
     figure, axes = plt.subplots(1, 2, figsize=(12, 4))
     if marks.on(axes):
         axes[0].legend(loc="best", fontsize=8)
     for axis, key in zip(axes, ENERGY_KEYS, strict=True):
         if key in simulator:
-            axis.plot(*simulator[key], lw=1)
+            axis.plot(*simulator[key].columns(), lw=1)
         else:
             axis.text(0.5, 0.5, f"no '{key}' in the simulator diagnostics", ha="center",
                       transform=axis.transAxes)
@@ -253,24 +278,22 @@ def _absent(axis: Axes, text: str) -> None:
     axis.text(0.5, 0.5, text, ha="center", va="center", transform=axis.transAxes, color="0.3")
 
 
-def plot_sensors(series: RunSeries, marks: _Marks) -> Figure:
+def plot_sensors(run_data: RunAccumulator, marks: _Marks) -> Figure:
     """The barometer and the magnetometer against the ground truth, with the simulator's true
     error terms (its 1 Hz diagnostics), on a common sim-time axis; a panel without its data
     says so."""
-    simulator = series.diagnostics.get("simulator", {})
+    simulator = run_data.diagnostics.get("simulator", {})
     figure, (height, pressure, heading, disturbance) = plt.subplots(
         4, 1, figsize=(12, 12), sharex=True)
     marked = marks.on((height, pressure, heading, disturbance))
 
-    if len(series.barometer):
-        time, error = barometer_height_error(series.barometer, series.truth,
-                                             series.site.datum[2])
-        finite = np.isfinite(error)
-        mean = float(np.mean(error[finite])) if finite.any() else 0.0
+    if run_data.barometer_readings:
+        time, error = run_data.barometer_series.columns()
+        mean = _finite(run_data.barometer_error, "mean") or 0.0
         height.plot(time, error - mean, color="C0", lw=0.6,
                     label=f"pressure altitude - true height, run mean {mean:+.2f} m removed")
         if "barometer_offset_m" in simulator:
-            stamps, offset = simulator["barometer_offset_m"]
+            stamps, offset = simulator["barometer_offset_m"].columns()
             height.plot(stamps, offset - mean, "o", color="C3", ms=4,
                         label="simulator's true offset (noise-free), same mean removed")
         height.legend(loc="best", fontsize=8)
@@ -283,7 +306,7 @@ def plot_sensors(series: RunSeries, marks: _Marks) -> Figure:
 
     plotted = [key for key in BAROMETER_ERROR_KEYS if key in simulator]
     for key in plotted:
-        pressure.plot(*simulator[key], "o-", ms=3, lw=1,
+        pressure.plot(*simulator[key].columns(), "o-", ms=3, lw=1,
                       label=key.removeprefix("barometer_").removesuffix("_pa").replace("_", " "))
     if plotted:
         pressure.legend(loc="best", fontsize=8)
@@ -293,20 +316,19 @@ def plot_sensors(series: RunSeries, marks: _Marks) -> Figure:
                  title="Barometer: simulator's true pressure errors (+ Pa reads as lower "
                        "height)")
 
-    field = series.site.earth_field_ned_T
-    if len(series.magnetometer) and field is not None:
-        time, error = magnetometer_heading_error(series.magnetometer, series.truth, field,
-                                                 series.site.imu_mount_rotation_xyzw)
+    field = run_data.site.earth_field_ned_T
+    if run_data.magnetometer_readings and field is not None:
+        time, error = run_data.heading_series.columns()
         heading.plot(time, np.degrees(error), color="C0", lw=0.6,
                      label="yaw from the field levelled with the true attitude, declination "
                            "applied, - true yaw")
         if "magnetometer_heading_error_deg" in simulator:
-            heading.plot(*simulator["magnetometer_heading_error_deg"], "o", color="C3", ms=4,
-                         label="simulator's true heading error (noise-free)")
+            heading.plot(*simulator["magnetometer_heading_error_deg"].columns(), "o",
+                         color="C3", ms=4, label="simulator's true heading error (noise-free)")
         heading.legend(loc="best", fontsize=8)
         title = (f"Magnetometer: yaw error as a compass (declination "
                  f"{math.degrees(declination(field)):+.2f} deg of the simulator's field)")
-    elif len(series.magnetometer):
+    elif run_data.magnetometer_readings:
         _absent(heading, "the simulator's Earth field is unknown: no heading check")
         title = "Magnetometer: yaw error as a compass"
     else:
@@ -315,7 +337,7 @@ def plot_sensors(series: RunSeries, marks: _Marks) -> Figure:
     heading.set(ylabel="yaw error (deg, + CCW)", title=title)
 
     if "magnetometer_disturbance_T" in simulator:
-        stamps, values = simulator["magnetometer_disturbance_T"]
+        stamps, values = simulator["magnetometer_disturbance_T"].columns()
         disturbance.plot(stamps, 1e6 * values, "o-", color="C4", ms=3, lw=1,
                          label="|field added to the Earth field| (iron, motors, ground, "
                                "faults)")

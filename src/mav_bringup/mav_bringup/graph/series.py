@@ -4,7 +4,7 @@ barometer, magnetometer, diagnostics), as numpy arrays on the message stamps (s)
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,22 @@ BAROMETER = "/barometer/pressure"
 MAGNETOMETER = "/magnetic_field"
 
 
+ODOMETRY_ROW_WIDTH = 23
+"""Numbers ``odometry_row`` takes from a nav_msgs/Odometry."""
+
+
+def odometry_row(message: Any) -> tuple[float, ...]:
+    """A nav_msgs/Odometry as the numbers the report uses: stamp (s), position (3),
+    orientation [x, y, z, w], linear twist (3), pose and twist covariance diagonals (6 each)."""
+    pose, twist = message.pose.pose, message.twist.twist
+    return (to_seconds(message.header.stamp),
+            pose.position.x, pose.position.y, pose.position.z,
+            pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w,
+            twist.linear.x, twist.linear.y, twist.linear.z,
+            *message.pose.covariance[::7].tolist(),  # the diagonal of a row-major 6x6
+            *message.twist.covariance[::7].tolist())
+
+
 @dataclass
 class OdometrySeries:
     """Odometry samples: stamps (s), position (m, parent frame), attitude [x,y,z,w] (child to
@@ -41,20 +57,14 @@ class OdometrySeries:
 
     @classmethod
     def from_messages(cls, messages: list[Any]) -> OdometrySeries:
-        rows = [(to_seconds(m.header.stamp),
-                 (m.pose.pose.position.x, m.pose.pose.position.y, m.pose.pose.position.z),
-                 (m.pose.pose.orientation.x, m.pose.pose.orientation.y,
-                  m.pose.pose.orientation.z, m.pose.pose.orientation.w),
-                 (m.twist.twist.linear.x, m.twist.twist.linear.y, m.twist.twist.linear.z),
-                 np.diag(np.reshape(m.pose.covariance, (6, 6))),
-                 np.diag(np.reshape(m.twist.covariance, (6, 6))))
-                for m in messages]
-        if not rows:
-            empty = np.zeros((0, 3))
-            return cls(np.zeros(0), empty, np.zeros((0, 4)), empty, np.zeros((0, 6)),
-                       np.zeros((0, 6)))
-        columns = list(zip(*rows, strict=True))
-        return cls(*(np.array(c, dtype=float) for c in columns))
+        return cls.from_rows([odometry_row(m) for m in messages])
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[Sequence[float]]) -> OdometrySeries:
+        """Series of ``odometry_row`` rows."""
+        table = np.array(rows, dtype=float).reshape(-1, ODOMETRY_ROW_WIDTH)
+        return cls(table[:, 0], table[:, 1:4], table[:, 4:8], table[:, 8:11], table[:, 11:17],
+                   table[:, 17:23])
 
     def __len__(self) -> int:
         return len(self.time)
@@ -113,62 +123,76 @@ def read_run(bag: Path, datum: tuple[float, float, float],
              earth_field_ned_T: tuple[float, float, float] | None = None,
              imu_mount_rotation_xyzw: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 1.0),
              namespace: str = "") -> RunSeries:
-    """Read a run's bag; GNSS fixes are converted to ENU at ``datum`` (deg, deg, m). The
-    simulator's Earth field (NED, T) and IMU mount go into ``RunSeries.site`` for the
-    magnetometer's heading check. ``namespace``: the vehicle of a multi-vehicle run
-    (``uav2``): its topics, and its nodes' statuses under their plain names (``simulator``,
-    ``trident_ekf``)."""
-    prefix = f"/{namespace}" if namespace else ""
-    truth, estimate, reference, fix_topic, barometer, magnetometer = (
-        prefix + topic for topic in (TRUTH, ESTIMATE, REFERENCE, FIX, BAROMETER, MAGNETOMETER))
-    odometry: dict[str, list[Any]] = defaultdict(list)
-    fixes: list[tuple[float, float, float, float, bool]] = []
-    pressures: list[tuple[float, float]] = []
-    magnetic: list[tuple[float, float, float, float]] = []
-    diagnostics: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(
-        lambda: defaultdict(list))
+    """Read a run's bag whole (the report streams it instead: ``graph.accumulator``); GNSS
+    fixes are converted to ENU at ``datum`` (deg, deg, m). The simulator's Earth field (NED,
+    T) and IMU mount go into ``RunSeries.site`` for the magnetometer's heading check.
+    ``namespace``: the vehicle of a multi-vehicle run (``uav2``): its topics, and its nodes'
+    statuses under their plain names (``simulator``, ``trident_ekf``)."""
+    rows: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     with Reader(bag) as reader:
         counts = {c.topic: c.msgcount for c in reader.connections}
-        wanted = [c for c in reader.connections
-                  if c.topic in (truth, estimate, reference, fix_topic, barometer, magnetometer,
-                                 DIAGNOSTICS_TOPIC)]
-        for connection, _, raw in reader.messages(connections=wanted):
-            message: Any = TYPESTORE.deserialize_cdr(raw, connection.msgtype)
-            if connection.topic == fix_topic:
-                fixes.append((to_seconds(message.header.stamp), message.latitude, message.longitude,
-                              message.altitude, message.status.status >= 0))
-            elif connection.topic == barometer:
-                pressures.append((to_seconds(message.header.stamp), message.fluid_pressure))
-            elif connection.topic == magnetometer:
-                vector = message.magnetic_field
-                magnetic.append((to_seconds(message.header.stamp), vector.x, vector.y, vector.z))
-            elif connection.topic == DIAGNOSTICS_TOPIC:
-                _collect_diagnostics(message, diagnostics, namespace)
-            else:
-                odometry[connection.topic].append(message)
-    if fixes:
-        t, lat, lon, alt, valid = (np.array(c) for c in zip(*fixes, strict=True))
-        east, north, up = pymap3d.geodetic2enu(lat, lon, alt, *datum)
-        fix_enu = np.column_stack([east, north, up])
-    else:
-        t, fix_enu, valid = np.zeros(0), np.zeros((0, 3)), np.zeros(0, dtype=bool)
+        for kind, row in run_messages(reader, namespace):
+            rows[kind].append(row)
+    diagnostics: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(
+        lambda: defaultdict(list))
+    for name, key, stamp, value in rows["diagnostics"]:
+        diagnostics[name][key].append((stamp, value))
+    fix_time, fix_enu, fix_valid = fixes_enu(rows["fix"], datum)
     return RunSeries(
-        truth=OdometrySeries.from_messages(odometry[truth]),
-        estimate=OdometrySeries.from_messages(odometry[estimate]),
-        reference=OdometrySeries.from_messages(odometry[reference]),
-        fix_time=t.astype(float), fix_enu=fix_enu, fix_valid=valid.astype(bool),
+        truth=OdometrySeries.from_rows(rows["truth"]),
+        estimate=OdometrySeries.from_rows(rows["estimate"]),
+        reference=OdometrySeries.from_rows(rows["reference"]),
+        fix_time=fix_time, fix_enu=fix_enu, fix_valid=fix_valid,
         diagnostics={name: {key: (np.array([p[0] for p in points]),
                                   np.array([p[1] for p in points]))
                             for key, points in values.items()}
                      for name, values in diagnostics.items()},
         topic_counts=counts,
-        barometer=_samples(pressures, 0),
-        magnetometer=_samples(magnetic, 3),
+        barometer=sensor_samples(rows["barometer"], 0),
+        magnetometer=sensor_samples(rows["magnetometer"], 3),
         site=SensorSite(datum, earth_field_ned_T, imu_mount_rotation_xyzw),
     )
 
 
-def _samples(rows: Sequence[tuple[float, ...]], width: int) -> SensorSamples:
+def run_messages(reader: Reader, namespace: str = "") -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """The report's numbers of the bag's messages, in bag order, as ``(kind, row)``: kinds
+    ``truth``, ``estimate``, ``reference`` (``odometry_row``), ``fix`` (stamp s, latitude,
+    longitude, altitude, has a fix), ``barometer`` (stamp, Pa), ``magnetometer`` (stamp,
+    x, y, z T) and ``diagnostics`` (status name, key, stamp, value: one row per numeric
+    value). ``namespace``: one vehicle's topics and statuses (see ``read_run``)."""
+    kinds = run_topics(namespace)
+    wanted = [c for c in reader.connections if c.topic in kinds]
+    for connection, _, raw in reader.messages(connections=wanted):
+        message: Any = TYPESTORE.deserialize_cdr(raw, connection.msgtype)
+        kind = kinds[connection.topic]
+        if kind == "diagnostics":
+            for row in _diagnostic_rows(message, namespace):
+                yield kind, row
+        else:
+            yield kind, _ROWS[kind](message)
+
+
+def run_topics(namespace: str = "") -> dict[str, str]:
+    """Topic -> kind (see ``run_messages``) of the report's topics of one vehicle."""
+    prefix = f"/{namespace}" if namespace else ""
+    kinds = {prefix + topic: kind for kind, topic in (
+        ("truth", TRUTH), ("estimate", ESTIMATE), ("reference", REFERENCE), ("fix", FIX),
+        ("barometer", BAROMETER), ("magnetometer", MAGNETOMETER))}
+    kinds[DIAGNOSTICS_TOPIC] = "diagnostics"
+    return kinds
+
+
+def fixes_enu(rows: Sequence[tuple[Any, ...]], datum: tuple[float, float, float]
+              ) -> tuple[FloatArray, FloatArray, NDArray[np.bool_]]:
+    """(stamps s, ENU m at ``datum``, has a fix) of ``fix`` rows of ``run_messages``."""
+    if not rows:
+        return np.zeros(0), np.zeros((0, 3)), np.zeros(0, dtype=bool)
+    t, lat, lon, alt, valid = (np.array(c) for c in zip(*rows, strict=True))
+    east, north, up = pymap3d.geodetic2enu(lat, lon, alt, *datum)
+    return t.astype(float), np.column_stack([east, north, up]), valid.astype(bool)
+
+
+def sensor_samples(rows: Sequence[tuple[float, ...]], width: int) -> SensorSamples:
     """Readings ``(stamp, value...)`` sorted by stamp (the bag is in receive order)."""
     if not rows:
         return SensorSamples.empty(width)
@@ -176,10 +200,19 @@ def _samples(rows: Sequence[tuple[float, ...]], width: int) -> SensorSamples:
     return SensorSamples(table[:, 0], table[:, 1:] if width else table[:, 1])
 
 
-def _collect_diagnostics(message: Any, into: dict[str, dict[str, list[tuple[float, float]]]],
-                         namespace: str = "") -> None:
-    """Numeric values by status name; with a ``namespace``, only that vehicle's statuses,
-    under their plain names."""
+_ROWS: dict[str, Callable[[Any], tuple[Any, ...]]] = {
+    "truth": odometry_row, "estimate": odometry_row, "reference": odometry_row,
+    "fix": lambda m: (to_seconds(m.header.stamp), m.latitude, m.longitude, m.altitude,
+                      m.status.status >= 0),
+    "barometer": lambda m: (to_seconds(m.header.stamp), m.fluid_pressure),
+    "magnetometer": lambda m: (to_seconds(m.header.stamp), m.magnetic_field.x,
+                               m.magnetic_field.y, m.magnetic_field.z),
+}
+
+
+def _diagnostic_rows(message: Any, namespace: str = "") -> Iterator[tuple[str, str, float, float]]:
+    """(status name, key, stamp s, value) of every numeric value; with a ``namespace``, only
+    that vehicle's statuses, under their plain names."""
     stamp = to_seconds(message.header.stamp)
     prefix = f"{namespace}/" if namespace else ""
     for status in message.status:
@@ -191,4 +224,4 @@ def _collect_diagnostics(message: Any, into: dict[str, dict[str, list[tuple[floa
                 value = float(pair.value)
             except ValueError:
                 continue  # text values (status words) are not plotted
-            into[name][pair.key].append((stamp, value))
+            yield name, pair.key, stamp, value

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from rosbags.interfaces import MessageDefinitionFormat
+from rosbags.interfaces import MessageDefinitionFormat, Qos
 from rosbags.interfaces.typing import Typesdict
-from rosbags.rosbag2 import Reader, StoragePlugin, Writer
+from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import (
     Stores,
     TypesysError,
@@ -34,6 +34,8 @@ from rosbags.typesys.store import Typestore
 
 from mav_geometry.arrays import FloatVector
 from trident_ekf.inputs import stamp_ns as stamp_ns  # re-exported for bag messages
+from trident_ekf.tools.bag_reader import BagReader
+from trident_ekf.tools.command import UsageError
 
 TYPESTORE = get_typestore(Stores.ROS2_JAZZY)
 IMU = "sensor_msgs/msg/Imu"
@@ -156,7 +158,7 @@ def diagnostics_message(stamp: int, name: str, level: int, message: str,
 MCAP_SUFFIX = ".mcap"
 
 
-class OutputExistsError(ValueError):
+class OutputExistsError(UsageError):
     """The output bag exists and may not (or cannot safely) be replaced."""
 
 
@@ -173,11 +175,13 @@ def storage_file(directory: Path) -> Path:
 
 def bag_input(path: Path) -> Path | None:
     """The rosbag2 directory an input argument names, or None: the directory itself, the
-    directory of a storage file inside it (``NAME/NAME_0.mcap``), or ``NAME/`` for a
+    directory of a storage file inside it (``NAME/NAME_0.mcap``, also without
+    metadata.yaml: a recording that was never closed), or ``NAME/`` for a
     ``NAME.mcap`` that does not exist (what ``--output NAME.mcap`` wrote)."""
     if path.is_dir():
         return path
-    if path.is_file() and (path.parent / "metadata.yaml").is_file():
+    if path.is_file() and ((path.parent / "metadata.yaml").is_file()
+                           or path.suffix.lower() == MCAP_SUFFIX):
         return path.parent
     directory = bag_directory(path)
     if directory != path and not path.exists() and (directory / "metadata.yaml").is_file():
@@ -269,39 +273,44 @@ class BagWriter:
     def write(self, topic: str, msgtype: str, stamp: int, message: Any) -> None:
         self.write_cdr(topic, msgtype, stamp, TYPESTORE.serialize_cdr(message, msgtype))
 
+    def add_topic(self, topic: str, msgtype: str, typestore: Typestore = TYPESTORE,
+                  qos: Sequence[Qos] = ()) -> None:
+        """Register ``topic`` with its offered QoS and a typestore that knows ``msgtype``
+        (what a topic written without this gets: the standard types, no QoS)."""
+        assert self._writer is not None, "BagWriter is used as a context manager"
+        self._connections[topic] = self._writer.add_connection(
+            topic, msgtype, typestore=typestore, offered_qos_profiles=qos)
+
     def write_cdr(self, topic: str, msgtype: str, stamp: int,
                   data: bytes | memoryview) -> None:
         """Write an already serialized (CDR) message."""
-        assert self._writer is not None, "BagWriter is used as a context manager"
-        connection = self._connections.get(topic)
-        if connection is None:
-            connection = self._writer.add_connection(topic, msgtype, typestore=TYPESTORE)
-            self._connections[topic] = connection
-        self._writer.write(connection, stamp, data)
+        if topic not in self._connections:
+            self.add_topic(topic, msgtype)
+        assert self._writer is not None
+        self._writer.write(self._connections[topic], stamp, data)
 
 
-def read_raw(path: Path, topics: Sequence[str]) -> Iterator[tuple[str, str, int, bytes]]:
+def read_raw(path: Path | BagReader,
+             topics: Sequence[str]) -> Iterator[tuple[str, str, int, bytes]]:
     """(topic, message type, bag time ns, CDR bytes) for the given topics, in bag-time order,
-    streaming."""
-    with Reader(path) as reader:
-        connections = [c for c in reader.connections if c.topic in topics]
-        for connection, timestamp, raw in reader.messages(connections=connections):
-            yield connection.topic, connection.msgtype, timestamp, raw
+    streaming (``BagReader``: also from a damaged bag)."""
+    reader = path if isinstance(path, BagReader) else BagReader(path)
+    yield from reader.raw(topics)
 
 
-def read_messages(path: Path, topics: Sequence[str]) -> Iterator[tuple[str, int, Any]]:
+def read_messages(path: Path | BagReader,
+                  topics: Sequence[str]) -> Iterator[tuple[str, int, Any]]:
     """(topic, bag time ns, message) for the given topics, in bag-time order, streaming."""
     for topic, msgtype, timestamp, raw in read_raw(path, topics):
         yield topic, timestamp, TYPESTORE.deserialize_cdr(raw, msgtype)
 
 
-def topic_types(path: Path) -> dict[str, tuple[str, int]]:
+def topic_types(path: Path | BagReader) -> dict[str, tuple[str, int]]:
     """Message type and count per topic."""
-    with Reader(path) as reader:
-        return {c.topic: (c.msgtype, c.msgcount) for c in reader.connections}
+    return (path if isinstance(path, BagReader) else BagReader(path)).topics
 
 
-def bag_typestore(path: Path, msgtypes: Iterable[str]) -> Typestore:
+def bag_typestore(path: Path | BagReader, msgtypes: Iterable[str]) -> Typestore:
     """A typestore that deserializes ``msgtypes`` of the bag at ``path``: ``TYPESTORE`` when
     it knows them all (the standard ROS 2 types), else a new standard store plus the
     definitions the bag carries of the others (rosbag2 MCAP keeps each connection's message
@@ -311,10 +320,9 @@ def bag_typestore(path: Path, msgtypes: Iterable[str]) -> Typestore:
     if not missing:
         return TYPESTORE
     store = get_typestore(Stores.ROS2_JAZZY)
-    with Reader(path) as reader:
-        definitions = {c.msgtype: c.msgdef for c in reader.connections
-                       if c.msgtype in missing
-                       and c.msgdef.format != MessageDefinitionFormat.NONE}
+    reader = path if isinstance(path, BagReader) else BagReader(path)
+    definitions = {msgtype: msgdef for msgtype, msgdef in reader.definitions.items()
+                   if msgtype in missing and msgdef.format != MessageDefinitionFormat.NONE}
     types: Typesdict = {}
     for msgtype, msgdef in sorted(definitions.items()):
         try:
@@ -336,6 +344,6 @@ def bag_typestore(path: Path, msgtypes: Iterable[str]) -> Typestore:
     return store
 
 
-def topic_counts(path: Path) -> dict[str, int]:
+def topic_counts(path: Path | BagReader) -> dict[str, int]:
     """Message count per topic."""
     return {topic: count for topic, (_, count) in topic_types(path).items()}

@@ -10,8 +10,12 @@ dropped and counted in ``import_report`` (see ``reference_sanitizer``), never si
 from __future__ import annotations
 
 import calendar
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import contextlib
+import io
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -22,7 +26,7 @@ from pymavlink import mavutil
 from pyulog import ULog
 
 from mav_geometry import quaternion
-from trident_ekf.tools import bagio
+from trident_ekf.tools import bagio, log_damage
 from trident_ekf.tools.frames import attitude_ned_frd_to_enu_flu, frd_to_flu, ned_to_enu
 from trident_ekf.tools.reference_sanitizer import (
     REFERENCE_REASONS,
@@ -51,6 +55,11 @@ LEAP_SECONDS = ((1999, 1, 1, 13), (2006, 1, 1, 14), (2009, 1, 1, 15), (2012, 7, 
                 (2015, 7, 1, 17), (2017, 1, 1, 18))
 MAX_INSTANCES = 10  # ULog multi_id values searched for a sensor topic
 SENSORS = ("imu", "gnss", "baro", "mag")
+
+
+class LogReadError(ValueError):
+    """A flight log that cannot be read, or lacks what an import needs; the message names
+    the file and the problem."""
 
 
 def _empty(*shape: int) -> Array:
@@ -82,6 +91,7 @@ class FlightLog:
     utc_start: float | None = None  # POSIX s (UTC) of the first GNSS fix, if the log says
     import_report: Report = field(default_factory=dict)  # dropped rows by reason, sources
     source_log: str = ""  # file or folder name of the log
+    damage: tuple[str, ...] = ()  # what a truncated or corrupt log lost, one line each
 
 
 class _Gnss(NamedTuple):
@@ -209,14 +219,18 @@ class TopicReader(Protocol):
     def __call__(self, name: str, instance: int = 0) -> dict[str, np.ndarray] | None: ...
 
 
-def _ulog_topics(path: Path) -> TopicReader:
-    ulog = ULog(str(path))
-    datasets = {(d.name, d.multi_id): d.data for d in ulog.data_list}
+class _UlogTopics:
+    """The topics of a ULog (a ``TopicReader``) and whether pyulog found it corrupt."""
 
-    def read(name: str, instance: int = 0) -> dict[str, np.ndarray] | None:
-        return datasets.get((name, instance))
+    def __init__(self, path: Path) -> None:
+        # pyulog prints its warnings, and leaves a file it opened itself open on an error.
+        with contextlib.redirect_stdout(io.StringIO()), path.open("rb") as stream:
+            ulog = ULog(stream)
+        self.corrupt = ulog.file_corruption
+        self._datasets = {(d.name, d.multi_id): d.data for d in ulog.data_list}
 
-    return read
+    def __call__(self, name: str, instance: int = 0) -> dict[str, np.ndarray] | None:
+        return self._datasets.get((name, instance))
 
 
 def _csv_topics(directory: Path) -> TopicReader:
@@ -237,7 +251,7 @@ def _csv_topics(directory: Path) -> TopicReader:
 def _required(topics: TopicReader, name: str, path: Path) -> dict[str, np.ndarray]:
     data = topics(name)
     if data is None:
-        raise ValueError(f"{path}: the log has no '{name}' topic")
+        raise LogReadError(f"{path}: the log has no '{name}' topic")
     return data
 
 
@@ -351,7 +365,7 @@ def _px4_gnss(gps: dict[str, np.ndarray], path: Path,
     keep = np.flatnonzero(fix)[_screen("gnss", report, time[fix], geodetic[fix], velocity[fix],
                                        sigma[fix])]
     if keep.size == 0:
-        raise ValueError(f"{path}: no 3D GNSS fix in vehicle_gps_position")
+        raise LogReadError(f"{path}: no 3D GNSS fix in vehicle_gps_position")
     utc = float(np.asarray(gps.get("time_utc_usec", np.zeros(time.size)), dtype=float)[keep[0]])
     geoid = float(np.median(geodetic[keep, 2] - msl[keep]))
     gnss = _Gnss(time[keep], geodetic[keep], velocity[keep], sigma[keep])
@@ -392,7 +406,7 @@ def read_px4(path: Path) -> FlightLog:
     """PX4 ULog (.ulg) or a ulog2csv export folder: sensor_combined, vehicle_gps_position
     (3D fixes), the selected barometer and magnetometer (``_px4_baro``, ``_px4_mag``) and,
     when present, EKF2 vehicle_attitude and vehicle_local_position as the reference."""
-    topics = _csv_topics(path) if path.is_dir() else _ulog_topics(path)
+    topics = _csv_topics(path) if path.is_dir() else _UlogTopics(path)
     imu = _required(topics, "sensor_combined", path)
     report = new_report()
     gnss, geoid, utc_start = _px4_gnss(_required(topics, "vehicle_gps_position", path), path,
@@ -405,8 +419,36 @@ def read_px4(path: Path) -> FlightLog:
     imu_time = np.asarray(imu["timestamp"], dtype=float) * 1e-6
     gyro = frd_to_flu(_columns(imu, ["gyro_rad[0]", "gyro_rad[1]", "gyro_rad[2]"]))
     accel = frd_to_flu(_columns(imu, [f"accelerometer_m_s2[{i}]" for i in range(3)]))
-    return _assemble(path, report, (imu_time, gyro, accel), gnss, reference, datum,
-                     _px4_baro(topics, report), _px4_mag(topics, report), utc_start)
+    log = _assemble(path, report, (imu_time, gyro, accel), gnss, reference, datum,
+                    _px4_baro(topics, report), _px4_mag(topics, report), utc_start)
+    if not isinstance(topics, _UlogTopics):
+        return log
+    return replace(log, damage=_ulog_damage(path, topics.corrupt, log))
+
+
+def _series_gaps(log: FlightLog) -> tuple[str, ...]:
+    """The holes a corrupt block left in each sensor series of ``log``."""
+    series = (("IMU", log.imu_time), ("GNSS", log.gnss_time), ("barometer", log.baro_time),
+              ("magnetometer", log.mag_time))
+    return tuple(line for name, time in series
+                 if (line := log_damage.series_gaps(name, time)) is not None)
+
+
+def _lost_after(log: FlightLog) -> str:
+    last = f"{log.imu_time[-1]:.1f} s" if log.imu_time.size else "its start"
+    return f"whatever the log held after {last} of the log clock is lost"
+
+
+def _ulog_damage(path: Path, corrupt: bool, log: FlightLog) -> tuple[str, ...]:
+    """What a ULog lost: corrupt records (pyulog skips them) and the holes they left, or a
+    last record cut short."""
+    if corrupt:
+        return (f"{path.name} is corrupt: damaged records were skipped", *_series_gaps(log))
+    cut = log_damage.ulog_cut_at(path)
+    if cut is None:
+        return ()
+    return (f"{path.name} ends inside a record at byte {cut} of {path.stat().st_size}: it "
+            f"was cut short, and {_lost_after(log)}",)
 
 
 # ----- PX4 EKF2 replay CSV -------------------------------------------------------------------
@@ -461,12 +503,12 @@ def read_px4_replay_csv(path: Path) -> FlightLog:
     gps row is a fix, with the defaults of docs/theory/trident-ekf.md §5.5."""
     rows = _replay_rows(path)
     if rows["imu"].size == 0 or rows["gps"].size == 0:
-        raise ValueError(f"{path}: no imu or gps rows (PX4 EKF2 replay CSV expected)")
+        raise LogReadError(f"{path}: no imu or gps rows (PX4 EKF2 replay CSV expected)")
     report = new_report()
     imu, gps, baro, mag = (rows[kind] for kind in ("imu", "gps", "baro", "mag"))
     gps = gps[_screen("gnss", report, gps[:, 0], gps[:, 1:])]
     if gps.size == 0:
-        raise ValueError(f"{path}: no usable gps rows")
+        raise LogReadError(f"{path}: no usable gps rows")
     gnss_time = gps[:, 0] * 1e-6
     geodetic = np.stack([gps[:, 3] * 1e-7, gps[:, 2] * 1e-7, gps[:, 1] * 1e-3], axis=-1)
     datum = (float(geodetic[0, 0]), float(geodetic[0, 1]), float(geodetic[0, 2]))
@@ -494,15 +536,83 @@ _DATAFLASH_KINDS = ["IMU", "GPS", "UBX3", "EKF1", "BARO", "BAR2", "BAR3", "MAG",
                     "PARM"]
 
 
-def _dataflash_messages(path: Path, kinds: list[str]) -> dict[str, list[_Record]]:
-    connection = mavutil.mavlink_connection(str(path))
+@contextlib.contextmanager
+def _quiet_file_descriptor(descriptor: int) -> Iterator[None]:
+    """Discard what is written to a file descriptor: pymavlink's indexer (C) prints a line
+    per byte it skips in a corrupt log straight to stderr. The damage is reported from its
+    index instead (``_dataflash_damage``)."""
+    saved = os.dup(descriptor)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), descriptor)
+        yield
+    finally:
+        os.dup2(saved, descriptor)
+        os.close(saved)
+
+
+STDERR_DESCRIPTOR = 2  # the process's, whatever ``sys.stderr`` is (pytest replaces it)
+
+
+class _Index(NamedTuple):
+    """Where pymavlink's index of a DataFlash log ends, and how many bytes it skipped."""
+
+    size: int  # bytes in the file
+    end: int  # end of the last indexed message (beyond ``size``: the file ends inside it)
+    skipped: int  # bytes before ``end`` that no indexed message covers
+
+
+def _dataflash_index(connection: Any) -> _Index:
+    # The indexer notes an unknown type's offset before it stops there: no length to add.
+    lengths = {mtype: connection.formats[mtype].len for mtype in range(len(connection.offsets))
+               if connection.offsets[mtype] and mtype in connection.formats}
+    if not lengths:
+        return _Index(connection.data_len, 0, 0)
+    end = max(connection.offsets[mtype][-1] + length for mtype, length in lengths.items())
+    covered = sum(connection.counts[mtype] * length for mtype, length in lengths.items())
+    return _Index(connection.data_len, end, max(end - covered, 0))
+
+
+def _dataflash_messages(path: Path, kinds: list[str]) -> tuple[dict[str, list[_Record]], _Index]:
+    """The rows of each message kind, and the extent of pymavlink's index of the file."""
+    if path.stat().st_size == 0:  # pymavlink cannot map it, and keeps the file open
+        raise LogReadError(f"{path}: the file is empty")
+    sys.stderr.flush()
+    with _quiet_file_descriptor(STDERR_DESCRIPTOR), contextlib.redirect_stdout(io.StringIO()):
+        connection = mavutil.mavlink_connection(str(path))
     messages: dict[str, list[_Record]] = {kind: [] for kind in kinds}
-    while (message := connection.recv_match(type=kinds)) is not None:
-        messages[message.get_type()].append(message.to_dict())
+    try:
+        while (message := connection.recv_match(type=kinds)) is not None:
+            messages[message.get_type()].append(message.to_dict())
+        index = _dataflash_index(connection)
+    finally:
+        connection.close()
     for kind in ("IMU", "GPS", "EKF1"):
         if not messages[kind]:
-            raise ValueError(f"{path}: no {kind} messages (ArduCopter DataFlash expected)")
-    return messages
+            raise LogReadError(f"{path}: no {kind} messages (ArduCopter DataFlash expected)")
+    return messages, index
+
+
+DATAFLASH_TAIL_BYTES = 528
+"""Unreadable bytes at the end of a DataFlash log that are normal (block logs pad their last
+page; pymavlink's own tolerance)."""
+
+
+def _dataflash_damage(path: Path, index: _Index, log: FlightLog) -> tuple[str, ...]:
+    """What a DataFlash log lost: a last message cut short, bytes skipped between messages,
+    and a stretch pymavlink cannot read (an unknown message type), where its index and so
+    the import stop."""
+    if index.end > index.size:
+        return (f"{path.name} ends inside a message at byte {index.size}: it was cut short, "
+                f"and {_lost_after(log)}",)
+    lines = []
+    if index.skipped:
+        lines.append(f"{path.name} is corrupt: {index.skipped} bytes skipped between messages")
+    if index.size - index.end > DATAFLASH_TAIL_BYTES:
+        lines.append(f"{path.name} cannot be read past byte {index.end} of {index.size}: "
+                     f"{_lost_after(log)}")
+    # Holes in the series are the skipped bytes' (reading resumed after them).
+    return (*lines, *(_series_gaps(log) if index.skipped else ()))
 
 
 def _field(rows: list[_Record], *names: str) -> Array:
@@ -590,7 +700,7 @@ def _dataflash_gnss(messages: dict[str, list[_Record]], path: Path,
         sigma = np.maximum(accuracy[latest], [0.3, 0.5, MIN_SPEED_SIGMA])
     keep = np.flatnonzero(_screen("gnss", report, time, geodetic, velocity, sigma))
     if keep.size == 0:
-        raise ValueError(f"{path}: no 3D GNSS fix in the GPS messages")
+        raise LogReadError(f"{path}: no 3D GNSS fix in the GPS messages")
     return (_Gnss(time[keep], geodetic[keep], velocity[keep], sigma[keep]),
             _dataflash_utc(fixes[keep[0]]))
 
@@ -627,7 +737,7 @@ def read_dataflash(path: Path) -> FlightLog:
     does not show in its errors; its shape, velocity and attitude do). ``utc_start`` comes
     from the GPS week and time of week minus the GPS-UTC leap seconds of that date.
     """
-    messages = _dataflash_messages(path, _DATAFLASH_KINDS)
+    messages, index = _dataflash_messages(path, _DATAFLASH_KINDS)
     params = {str(row["Name"]): float(row["Value"]) for row in messages["PARM"]}
     report = new_report()
     gnss, utc_start = _dataflash_gnss(messages, path, report)
@@ -639,22 +749,42 @@ def read_dataflash(path: Path) -> FlightLog:
     imu_time = _seconds(imu)
     gyro = frd_to_flu(_field(imu, "GyrX", "GyrY", "GyrZ"))
     accel = frd_to_flu(_field(imu, "AccX", "AccY", "AccZ"))
-    return _assemble(path, report, (imu_time, gyro, accel), gnss, reference, datum,
-                     _dataflash_baro(messages, params, report),
-                     _dataflash_mag(messages, params, report), utc_start)
+    log = _assemble(path, report, (imu_time, gyro, accel), gnss, reference, datum,
+                    _dataflash_baro(messages, params, report),
+                    _dataflash_mag(messages, params, report), utc_start)
+    return replace(log, damage=_dataflash_damage(path, index, log))
+
+
+def _reader(path: Path) -> tuple[Callable[[Path], FlightLog], str]:
+    """The reader of a log and its format, as in "cannot be read as <format>"."""
+    suffix = path.suffix.lower()
+    if path.is_dir():
+        return read_px4, "a PX4 ulog2csv folder"
+    if suffix == ".ulg":
+        return read_px4, "a PX4 ULog"
+    if suffix == ".bin":
+        return read_dataflash, "an ArduPilot DataFlash log"
+    if suffix == ".csv" and path.name.startswith("test_replay_data_"):
+        return read_px4_replay_csv, "a PX4 EKF2 replay CSV"
+    raise LogReadError(f"unsupported log '{path}': PX4 .ulg, ulog2csv folder, EKF2 replay "
+                       "test_replay_data_*.csv or ArduPilot .bin")
 
 
 def read_log(path: Path) -> FlightLog:
-    """Dispatch: .ulg (PX4 ULog), a folder (PX4 ulog2csv export), .bin (ArduPilot)."""
-    suffix = path.suffix.lower()
-    if suffix == ".ulg" or path.is_dir():
-        return read_px4(path)
-    if suffix == ".bin":
-        return read_dataflash(path)
-    if suffix == ".csv" and path.name.startswith("test_replay_data_"):
-        return read_px4_replay_csv(path)
-    raise ValueError(f"unsupported log '{path}': PX4 .ulg, ulog2csv folder, EKF2 replay "
-                     "test_replay_data_*.csv or ArduPilot .bin")
+    """Dispatch: .ulg (PX4 ULog), a folder (PX4 ulog2csv export), .bin (ArduPilot). A log
+    that is damaged but readable comes back with ``damage`` saying what it lost; one that
+    cannot be read at all raises ``LogReadError`` naming it and the problem."""
+    reader, kind = _reader(path)
+    try:
+        log = reader(path)
+    except LogReadError:
+        raise
+    except Exception as error:  # the log parsers raise any type on damaged bytes
+        raise LogReadError(f"{path}: cannot be read as {kind} ({type(error).__name__}: "
+                           f"{error})") from error
+    if log.imu_time.size == 0:
+        raise LogReadError(f"{path}: no usable IMU sample")
+    return log
 
 
 # ----- import report and rosbag2 export ------------------------------------------------------
@@ -694,17 +824,22 @@ def import_summary(log: FlightLog) -> str:
 
 
 def _summary_message(log: FlightLog, stamp: int) -> Any:
-    """The ``/trident_import/summary`` DiagnosticArray: WARN if rows were dropped or the
-    reference re-anchored, every report entry, UTC start, source and datum as key/values."""
+    """The ``/trident_import/summary`` DiagnosticArray: WARN if rows were dropped, the
+    reference re-anchored or the log damaged; every report entry, UTC start, source, datum
+    and ``data_loss`` (what a damaged log lost, facts separated by " | "; empty if
+    nothing) as key/values."""
     values = {key: str(value) for key, value in log.import_report.items()}
     latitude, longitude, height = (repr(float(value)) for value in log.datum)
     values.update(utc_start="" if log.utc_start is None else repr(float(log.utc_start)),
                   source_log=log.source_log, datum_latitude_deg=latitude,
-                  datum_longitude_deg=longitude, datum_height_m=height)
-    warning = import_warning(log.import_report)
-    message = import_summary(log) + ("" if warning is None else f"; {warning}")
-    return bagio.diagnostics_message(stamp, "trident_import", 0 if warning is None else 1,
-                                     message, values)
+                  datum_longitude_deg=longitude, datum_height_m=height,
+                  data_loss=" | ".join(log.damage))
+    warning = "; ".join(filter(None, (import_warning(log.import_report),
+                                      "the log is damaged: " + values["data_loss"]
+                                      if log.damage else "")))
+    message = import_summary(log) + (f"; {warning}" if warning else "")
+    return bagio.diagnostics_message(stamp, "trident_import", 1 if warning else 0, message,
+                                     values)
 
 
 TOPICS = ("/imu/data", "/gnss/fix", "/gnss/vel", "/reference/odometry", bagio.BAROMETER_TOPIC,

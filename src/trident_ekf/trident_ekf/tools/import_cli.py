@@ -8,8 +8,12 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from mav_ros_common.exit_codes import EXIT_OK, EXIT_PARTIAL
 from trident_ekf.tools import bagio
+from trident_ekf.tools.command import check_writable, fail, run_command
 from trident_ekf.tools.flightlog import FlightLog, import_warning, read_log, write_bag
+
+PROG = "trident-import"
 
 DESCRIPTION = """\
 Convert a PX4 ULog (.ulg, or a folder of its ulog2csv export), a PX4 EKF2 replay CSV
@@ -29,8 +33,9 @@ storage) with
   /trident_import/summary  one diagnostic_msgs/DiagnosticArray at the first stamp: the
                        import report (rows dropped by reason, sensor instances used),
                        utc_start (POSIX s of the first fix, empty if the log has no UTC),
-                       source_log and the datum; level WARN if rows were dropped or the
-                       reference was re-anchored
+                       source_log, the datum and data_loss (what a damaged log lost);
+                       level WARN if rows were dropped, the reference was re-anchored or
+                       the log is damaged
 Stamps are the log clock (s since boot). Reference rows the autopilot flags invalid, with
 non-finite values or physically impossible jumps are dropped; a logged change of the
 estimator's origin is re-anchored to the datum. The import report lists every reason,
@@ -43,10 +48,21 @@ EPILOG = """output layout (as ros2 bag record writes it):
   --output BAG.mcap is read as --output BAG (a note says so): the output is a directory.
   The bag is written next to BAG under a hidden name and moved into place when complete.
 
+damaged logs:
+  A ULog or DataFlash log that was cut short (its last record incomplete) or corrupted
+  (records skipped, reading stopped early) is imported as far as it can be read; a warning
+  says what was lost (from when, holes per sensor stream with the samples missing) and
+  the bag's summary keeps it (data_loss). The exit status is then 3, unless
+  --allow-partial.
+
 exit status:
-  0  bag written
-  1  the log cannot be read (unsupported format, missing topics, no 3D GNSS fix)
-  2  usage error, or the output exists (without --force, or not a bag directory)"""
+  0    bag written (with --allow-partial also from a damaged log)
+  1    the log cannot be read (unsupported format, not a log, missing topics, no 3D GNSS
+       fix) or the bag cannot be written
+  2    usage error, or the output exists (without --force, or not a bag directory) or
+       cannot be created
+  3    bag written from a truncated or corrupt log: what was readable, with a warning
+  130  interrupted (Ctrl-C), 143 stopped by SIGTERM: no bag is left behind"""
 
 
 def _progress(fraction: float) -> None:
@@ -65,23 +81,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true",
                         help="replace an existing output bag (a directory with metadata.yaml, "
                              "or an empty one); anything else is never deleted")
+    parser.add_argument("--allow-partial", action="store_true",
+                        help="exit 0 after importing a truncated or corrupt log (the warning "
+                             "stays); default: exit 3")
     args = parser.parse_args(argv)
     if not args.log.exists():
-        parser.error(f"no such log: {args.log}")
+        fail(PROG, f"no such log: {args.log}")
     output = bagio.bag_directory(args.output)
     if output != args.output:
         print(f"note: --output names a rosbag2 directory; writing {output}/ "
               f"({bagio.storage_file(output).name} and metadata.yaml)", file=sys.stderr)
-    try:
-        bagio.check_output(output, args.force)
-        log = read_log(args.log)
-        counts = write_bag(log, output, _progress, overwrite=args.force)
-    except bagio.OutputExistsError as error:
-        print(f"\ntrident-import: error: {error}", file=sys.stderr)
-        return 2
-    except ValueError as error:
-        print(f"\ntrident-import: {error}", file=sys.stderr)
-        return 1
+    return run_command(PROG, lambda: _import(args.log, output, args.force, args.allow_partial))
+
+
+def _import(path: Path, output: Path, force: bool, allow_partial: bool) -> int:
+    bagio.check_output(output, force)
+    check_writable(output, "--output")
+    log = read_log(path)
+    counts = write_bag(log, output, _progress, overwrite=force)
     print(file=sys.stderr)
     duration = log.imu_time[-1] - log.imu_time[0]
     if log.reference_time.size == 0:
@@ -91,7 +108,13 @@ def main(argv: list[str] | None = None) -> int:
     for topic, count in counts.items():
         print(f"  {topic}: {count} messages")
     _print_report(log)
-    return 0
+    if not log.damage:
+        return EXIT_OK
+    print(f"{PROG}: WARNING: {log.source_log} is damaged; the bag holds what could be read:",
+          file=sys.stderr)
+    for line in log.damage:
+        print(f"  {line}", file=sys.stderr)
+    return EXIT_OK if allow_partial else EXIT_PARTIAL
 
 
 def _print_report(log: FlightLog) -> None:

@@ -65,6 +65,8 @@ def finite_rows(*columns: Array) -> BoolArray:
     """Rows where every value of every column (shape (n,) or (n, k)) is finite."""
     n = len(columns[0])
     finite = np.ones(n, dtype=bool)
+    if n == 0:  # (0, -1) is no shape numpy can infer
+        return finite
     for column in columns:
         finite &= np.all(np.isfinite(np.reshape(column, (n, -1))), axis=1)
     return finite

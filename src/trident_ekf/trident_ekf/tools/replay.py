@@ -27,7 +27,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -39,6 +42,7 @@ from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
 from mav_geometry.settings import configure
 from mav_ros_common.diagnostics import DIAGNOSTICS_TOPIC
+from mav_ros_common.exit_codes import EXIT_OK, EXIT_PARTIAL
 from trident_ekf.adapters import (
     MALFORMED,
     PROFILE_NAMES,
@@ -62,7 +66,11 @@ from trident_ekf.core.session import EstimationSession, OutputSchedule
 from trident_ekf.core.yaw_estimator import YawEstimatorConfig
 from trident_ekf.inputs import MESSAGE_INPUTS, MessageInput
 from trident_ekf.tools import bagio, cdr
+from trident_ekf.tools.bag_reader import BagReader
+from trident_ekf.tools.command import UsageError, check_writable, fail, run_command
 from trident_ekf.tools.report import ReportSeries, write_report
+
+PROG = "trident-replay"
 
 REPORT_RATE = 10.0  # Hz
 DIAGNOSTICS_RATE = 1.0  # Hz of stamp time, in every phase (the node's default rate)
@@ -105,7 +113,7 @@ class ReplaySession:
         self.filter = session.filter
         self.writer = writer
         self.schedule = OutputSchedule(output_rate)
-        self.series = ReportSeries()
+        self.series = ReportSeries(session.filter.config.history_length)
         self._last_report = -math.inf
         self._outage = gnss_outage
         self._start = start
@@ -261,7 +269,7 @@ class ReplaySession:
                               cdr.encode_odometry(stamp, "map", "base_link", estimate))
 
 
-def import_summary(bag: Path, types: dict[str, tuple[str, int]]) -> dict[str, str]:
+def import_summary(bag: Path | BagReader, types: dict[str, tuple[str, int]]) -> dict[str, str]:
     """The key/values trident-import wrote into the bag (empty for other bags)."""
     if bagio.IMPORT_SUMMARY_TOPIC not in types:
         return {}
@@ -309,10 +317,16 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
     ``output`` is a rosbag2 directory (``bagio.BagWriter``, replaced only with
     ``overwrite``). ``options`` picks the input profile (default ``ros``: the topics of
     ``topics``); ValueError if the bag lacks the IMU or fix topic, a topic has another type
-    or a type cannot be read."""
+    or a type cannot be read, or the estimator never started (then nothing is written).
+    A damaged bag is read as far as it can be (``BagReader``): the summary's
+    ``input_loss`` says what was lost (empty: nothing)."""
     aiding = aiding or Aiding()
     options = options or InputOptions()
-    types = bagio.topic_types(bag)
+    reader = BagReader(bag)
+    if reader.salvaged:
+        print(f"note: {bag}: rosbags cannot read it ({reader.note}); reading every complete "
+              "record", file=sys.stderr)
+    types = reader.topics
     items = profile_inputs(options, topics)
     for item in items:
         if item.source is None and item.kind in ("imu", "fix") and item.topic not in types:
@@ -325,8 +339,8 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
         if topic in types and types[topic][0] != msgtype:
             raise ValueError(f"topic '{topic}' is {types[topic][0]}, not {msgtype}")
     inputs = {i.topic: i for i in items if i.topic in types and i.source not in aiding.disable}
-    store = bagio.bag_typestore(bag, {i.msgtype for i in inputs.values() if not i.raw})
-    imported = import_summary(bag, types)
+    store = bagio.bag_typestore(reader, {i.msgtype for i in inputs.values() if not i.raw})
+    imported = import_summary(reader, types)
     present = {i.source for i in inputs.values() if i.source is not None}
     session = build_session(filter_name, config, initializer, aiding,
                             [s for s in MESSAGE_INPUTS if s in present],  # every profile's order
@@ -339,7 +353,7 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
     with writer if writer is not None else _NullContext():
         replayer = ReplaySession(session, writer, output_rate, aiding.gnss_outage,
                                  aiding.start)
-        for n, (topic, msgtype, bag_time, raw) in enumerate(bagio.read_raw(bag, read)):
+        for n, (topic, msgtype, bag_time, raw) in enumerate(reader.raw(read)):
             if replayer.past(bag_time, aiding.stop):
                 break
             entry = inputs.get(topic)
@@ -352,6 +366,10 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
                 print(f"\rreplay: {100.0 * n / max(total, 1):5.1f} %", end="", file=sys.stderr,
                       flush=True)
         replayer.finish()
+        if not session.started:  # raised inside the writer: the output bag is discarded
+            raise ValueError(f"{bag}: the estimator never started ({session.received['imu']} "
+                             f"IMU samples, {session.received['fix']} fixes read); nothing "
+                             "written")
     print("\rreplay: 100.0 %", file=sys.stderr)
     elapsed = time.perf_counter() - started
     summary = replayer.series.summary()
@@ -370,6 +388,7 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
         "datum": session.datum.geodetic if session.datum else None,
         "import": imported, "alignment": session.alignment, "yaw_source": session.yaw_source,
         "resets": dict(session.resets), "events": list(session.events),
+        "input_loss": reader.loss(),
     })
     magnetometer = filter_.sources.get("magnetometer")
     if magnetometer is not None:
@@ -378,8 +397,23 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
         summary["gnss_outage_s"] = list(aiding.gnss_outage)
         summary["gnss_outage_dropped_messages"] = replayer.outage_dropped
     if report is not None:
-        write_report(replayer.series, summary, report)
+        _write_report_staged(replayer.series, summary, report)
     return summary
+
+
+def _write_report_staged(series: ReportSeries, summary: dict[str, Any], directory: Path) -> None:
+    """``write_report`` into a hidden directory next to ``directory``, then its files into
+    ``directory`` (report.md last): a report cut short leaves nothing behind."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".partial",
+                                    dir=directory.parent))
+    try:
+        write_report(series, summary, staging)
+        directory.mkdir(exist_ok=True)
+        for file in sorted(staging.iterdir(), key=lambda path: path.name == "report.md"):
+            os.replace(file, directory / file.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def profile_inputs(options: InputOptions, topics: Topics) -> list[Input]:
@@ -415,9 +449,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     "else the first fix; FLU body; covariances filled), /trident_ekf/gyro_bias, "
                     f"/trident_ekf/accel_bias and {DIAGNOSTICS_TOPIC} (as the live node), and "
                     "optionally a Markdown/JSON report with PNG plots against the reference "
-                    "odometry. Exit status: 0 done, 1 the bag lacks a needed topic or a type "
-                    "cannot be read, 2 usage "
-                    "error or the output exists.")
+                    "odometry. A bag rosbags cannot read (an MCAP without its footer: a "
+                    "recording killed or cut short; no metadata.yaml) is read record by "
+                    "record, and a warning says what was lost. Exit status: 0 done, 1 the "
+                    "bag cannot be read, lacks a needed topic or a type, or the estimator "
+                    "never started (no output is left), 2 usage error or an output exists "
+                    "or cannot be created, 3 done on a damaged bag (what was readable; 0 "
+                    "with --allow-partial), 130 interrupted, 143 SIGTERM (unfinished "
+                    "outputs removed).")
     parser.add_argument("bag", type=Path,
                         help="input rosbag2 directory (e.g. from trident-import); its "
                              "NAME_0.mcap file, or NAME.mcap for NAME/, are accepted too")
@@ -526,7 +565,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="compare with the reference only from S s after the first IMU "
                              "sample (skip a reference's own warm-up; default 0)")
     parser.add_argument("--report", type=Path,
-                        help="directory for the report (Markdown, JSON, PNG)")
+                        help="directory for the report (Markdown, JSON, PNG); its files are "
+                             "written when the replay is complete")
+    parser.add_argument("--allow-partial", action="store_true",
+                        help="exit 0 after replaying a truncated or damaged bag (the warning "
+                             "stays); default: exit 3")
     args = parser.parse_args(argv)
     try:
         args.settings = parse_settings(args.set)
@@ -559,8 +602,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--start must be >= 0 s and before --stop, got {args.start}")
     bag = bagio.bag_input(args.bag)
     if bag is None:
-        parser.error(f"{args.bag} is not a rosbag2 directory (make one from a flight log "
-                     "with trident-import)" if args.bag.exists() else f"no such bag: {args.bag}")
+        fail(PROG, f"{args.bag} is not a rosbag2 directory (make one from a flight log "
+             "with trident-import)" if args.bag.exists() else f"no such bag: {args.bag}")
     if bag != args.bag:
         print(f"note: reading the rosbag2 directory {bag}", file=sys.stderr)
         args.bag = bag
@@ -570,10 +613,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             print(f"note: --output names a rosbag2 directory; writing {output}/ "
                   f"({bagio.storage_file(output).name} and metadata.yaml)", file=sys.stderr)
             args.output = output
-        try:
+    try:
+        if args.output is not None:
             bagio.check_output(args.output, args.force)
-        except bagio.OutputExistsError as error:
-            parser.error(str(error))
+            check_writable(args.output, "--output")
+        if args.report is not None:
+            check_writable(args.report, "--report")
+    except UsageError as error:
+        fail(PROG, str(error))
     if not args.output_rate > 0.0:
         parser.error(f"--output-rate must be > 0 Hz, got {args.output_rate}")
     return args
@@ -670,18 +717,21 @@ def _value(text: str) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        summary = run(args)
-    except bagio.OutputExistsError as error:  # appeared while replaying
-        print(f"trident-replay: error: {error}", file=sys.stderr)
-        return 2
-    except ValueError as error:
-        print(f"trident-replay: {error}", file=sys.stderr)
-        return 1
+    return run_command(PROG, lambda: _run_and_print(args))
+
+
+def _run_and_print(args: argparse.Namespace) -> int:
+    summary = run(args)
     _print_summary(summary)
     if args.report:
         print(f"report: {args.report / 'report.md'}")
-    return 0
+    if not summary["input_loss"]:
+        return EXIT_OK
+    print(f"{PROG}: WARNING: {args.bag} is damaged; replayed what could be read:",
+          file=sys.stderr)
+    for line in summary["input_loss"]:
+        print(f"  {line}", file=sys.stderr)
+    return EXIT_OK if args.allow_partial else EXIT_PARTIAL
 
 
 def _print_summary(summary: dict[str, Any]) -> None:

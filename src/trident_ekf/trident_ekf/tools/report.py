@@ -17,40 +17,109 @@ import numpy as np
 from scipy.stats import chi2
 
 from mav_geometry.arrays import FloatArray
+from mav_ros_common.streams import MinMaxDecimator
 from trident_ekf.core.filter import UpdateResult
 from trident_ekf.tools.frames import euler_enu
 
 GNSS_POSITION = "gnss_position"
+REAPPLY_MARGIN_S = 1.0
+"""Added to the filter's ``history_length`` for how long an update stays replaceable, s."""
 
 
 def _wrap(angle: FloatArray) -> FloatArray:
     return (angle + np.pi) % (2.0 * np.pi) - np.pi
 
 
-class ReportSeries:
-    """Decimated series kept for the report (estimate, reference comparison) and every
-    update of every source (NIS, innovation)."""
+class SourceUpdates:
+    """The updates of one aiding source, in memory bounded whatever the log's length: counts
+    and NIS sums of the settled updates, the last ``window_s`` s of updates still
+    replaceable (a re-applied measurement replaces its first result), and min/max-preserving
+    decimations of the settled (time, NIS) and (time, innovation...) rows for the plots."""
 
-    def __init__(self) -> None:
-        self.estimates: list[dict[str, Any]] = []
-        self.comparisons: list[dict[str, Any]] = []
-        self.updates: dict[str, list[tuple[float, float, int, bool, FloatArray]]] = {}
-        self._update_rows: dict[tuple[str, float], int] = {}  # (source, stamp) -> row index
-        self.last_estimate_time = -math.inf
+    def __init__(self, dof: int, window_s: float) -> None:
+        self.dof = dof
+        self.window_s = window_s
+        self._settled = np.zeros(4)  # updates, accepted, NIS sum of the accepted, above 95%
+        self._nis = MinMaxDecimator(2)
+        self._innovations = MinMaxDecimator(1 + dof)
+        self._recent: dict[float, tuple[float, bool, FloatArray]] = {}  # stamp -> result
+        self._bound = float(chi2.ppf(0.95, dof))
+
+    def add(self, time: float, nis: float, accepted: bool, innovation: FloatArray) -> None:
+        """An update's result; one at a stamp still replaceable replaces it."""
+        self._recent[time] = (nis, accepted, innovation)
+        old = sorted(t for t in self._recent if t < time - self.window_s)
+        if old:
+            rows = [self._recent.pop(t) for t in old]
+            self._settled += self._counts(rows)
+            self._nis.add([(t, nis) for t, (nis, _, _) in zip(old, rows, strict=True)])
+            self._innovations.add([(t, *innovation)
+                                   for t, (_, _, innovation) in zip(old, rows, strict=True)])
 
     @property
-    def nis(self) -> list[tuple[float, float, int, bool]]:
-        """(time, NIS, dof, accepted) of the GNSS position updates."""
-        return [row[:4] for row in self.updates.get(GNSS_POSITION, [])]
+    def replaceable(self) -> int:
+        """Updates held because a re-applied measurement may still replace them."""
+        return len(self._recent)
+
+    def _counts(self, rows: list[tuple[float, bool, FloatArray]]) -> FloatArray:
+        return np.array([len(rows), sum(accepted for _, accepted, _ in rows),
+                         sum(nis for nis, accepted, _ in rows if accepted),
+                         sum(nis > self._bound for nis, _, _ in rows)], dtype=float)
+
+    def figures(self) -> dict[str, Any]:
+        """updates, accepted, NIS mean of the accepted (NaN without), fraction above the
+        chi-square 95% bound: over every update, the replaceable ones included."""
+        updates, accepted, nis_sum, above = self._settled + self._counts(
+            list(self._recent.values()))
+        return {"updates": int(updates), "accepted": int(accepted),
+                "nis_mean": nis_sum / accepted if accepted else math.nan,
+                "above_95pct": above / updates}
+
+    def rows(self, innovations: bool = False) -> FloatArray:
+        """(time, NIS) rows, or (time, innovation...) ones, decimated, in time order."""
+        recent = sorted(self._recent.items())
+        if innovations:
+            tail = [(t, *innovation) for t, (_, _, innovation) in recent]
+            settled = self._innovations.rows()
+        else:
+            tail = [(t, nis) for t, (nis, _, _) in recent]
+            settled = self._nis.rows()
+        table: FloatArray = np.concatenate([settled, np.reshape(tail, (-1, settled.shape[1]))])
+        return table
+
+
+class ReportSeries:
+    """What the report keeps: of the estimates (at the report rate), running figures and
+    min/max-decimated plot series; the reference comparisons (at the report rate, whole:
+    the map offset is their median); the updates of every source (``SourceUpdates``;
+    ``history_s``: how far back the filter re-applies updates after a delayed measurement,
+    its ``history_length``)."""
+
+    def __init__(self, history_s: float = 1.0) -> None:
+        self.first_estimate_time = math.nan
+        self.max_gyro_bias_deg_s = -math.inf  # NaN once a bias is not finite
+        self.nonfinite_estimates = 0
+        self.estimate_path = MinMaxDecimator(3)  # time, east, north (m)
+        self.bias_series = [MinMaxDecimator(3) for _ in range(6)]
+        """time, bias, its sigma: gyro x y z (rad/s), then accelerometer x y z (m/s^2)."""
+        self.comparisons: list[dict[str, Any]] = []
+        self.updates: dict[str, SourceUpdates] = {}
+        self._window_s = history_s + REAPPLY_MARGIN_S
+        self.last_estimate_time = -math.inf
 
     def add_estimate(self, t: float, estimate: dict[str, FloatArray]) -> None:
         self.last_estimate_time = t
-        self.estimates.append({
-            "time": t, "position": estimate["position"], "velocity": estimate["velocity"],
-            "euler": euler_enu(estimate["attitude"]),
-            "position_sigma": np.sqrt(np.diag(estimate["position_cov"])),
-            "gyro_bias": estimate["gyro_bias"], "accel_bias": estimate["accel_bias"],
-            "bias_sigma": estimate["bias_sigma"]})
+        if math.isnan(self.first_estimate_time):
+            self.first_estimate_time = t
+        bias_norm = math.degrees(float(np.linalg.norm(estimate["gyro_bias"])))
+        self.max_gyro_bias_deg_s = float(np.maximum(self.max_gyro_bias_deg_s, bias_norm))
+        self.nonfinite_estimates += not all(
+            np.all(np.isfinite(value)) for value in (
+                estimate["position"], estimate["velocity"], euler_enu(estimate["attitude"])))
+        self.estimate_path.add((t, *estimate["position"][:2]))
+        biases = np.concatenate([estimate["gyro_bias"], estimate["accel_bias"]])
+        for k, series in enumerate(self.bias_series):
+            series.add((t, biases[k], estimate["bias_sigma"][k]))
 
     def add_reference(self, t: float, position: Any, velocity: Any, q: FloatArray,
                       estimate: dict[str, FloatArray],
@@ -72,13 +141,10 @@ class ReportSeries:
         as the filter's own counts do."""
         if update.reason not in ("accepted", "gated"):
             return  # rejected before the gate: no innovation (counted by the filter)
-        rows = self.updates.setdefault(update.source, [])
-        row = (update.time, update.nis, update.dof, update.accepted, -update.residual)
-        index = self._update_rows.setdefault((update.source, update.time), len(rows))
-        if index == len(rows):
-            rows.append(row)
-        else:
-            rows[index] = row
+        if update.source not in self.updates:
+            self.updates[update.source] = SourceUpdates(update.dof, self._window_s)
+        self.updates[update.source].add(update.time, update.nis, update.accepted,
+                                        -np.asarray(update.residual, dtype=float))
 
     def _stack(self, rows: list[dict[str, Any]], key: str) -> FloatArray:
         return np.array([row[key] for row in rows])
@@ -105,14 +171,10 @@ class ReportSeries:
             outage = [row for row in self.comparisons if row["in_outage"]]
             if outage:
                 result.update(_outage(self, outage, offset))
-        if self.estimates:
-            result["first_estimate_time_s"] = self.estimates[0]["time"]
-            bias = np.degrees(self._stack(self.estimates, "gyro_bias"))
-            result["max_gyro_bias_deg_s"] = float(np.max(np.linalg.norm(bias, axis=1)))
-            result["nonfinite_estimates"] = int(sum(
-                not all(np.all(np.isfinite(row[key])) for key in ("position", "velocity",
-                                                                 "euler"))
-                for row in self.estimates))
+        if not math.isnan(self.first_estimate_time):
+            result["first_estimate_time_s"] = self.first_estimate_time
+            result["max_gyro_bias_deg_s"] = self.max_gyro_bias_deg_s
+            result["nonfinite_estimates"] = self.nonfinite_estimates
         result.update(self._nis_summary())
         return result
 
@@ -120,16 +182,13 @@ class ReportSeries:
         """Per source: accepted updates, mean NIS and its ratio to the expectation (dof)."""
         result: dict[str, Any] = {}
         by_source = {}
-        for source, rows in self.updates.items():
-            accepted = [row for row in rows if row[3]]
-            nis = np.array([row[1] for row in accepted])
-            dof = rows[0][2]
-            mean = float(np.mean(nis)) if nis.size else math.nan
+        for source, updates in self.updates.items():
+            figures = updates.figures()
             by_source[source] = {
-                "updates": len(rows), "accepted": len(accepted), "nis_mean": mean,
-                "nis_expected": dof, "nis_ratio": mean / dof,
-                "above_95pct": float(np.mean(np.array([r[1] for r in rows])
-                                             > chi2.ppf(0.95, dof)))}
+                "updates": figures["updates"], "accepted": figures["accepted"],
+                "nis_mean": figures["nis_mean"], "nis_expected": updates.dof,
+                "nis_ratio": figures["nis_mean"] / updates.dof,
+                "above_95pct": figures["above_95pct"]}
         result["nis_by_source"] = by_source
         gnss = by_source.get(GNSS_POSITION)
         if gnss is not None:  # the GNSS position NIS, as the earlier reports gave it
@@ -182,16 +241,16 @@ def _outage(series: ReportSeries, rows: list[dict[str, Any]], offset: FloatArray
 
 def _plot_trajectory(series: ReportSeries, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 6))
-    if series.estimates:
-        p = series._stack(series.estimates, "position")
-        ax.plot(p[:, 0], p[:, 1], label="trident EKF")
+    if series.estimate_path.seen:
+        _, east, north = series.estimate_path.columns()
+        ax.plot(east, north, label="trident EKF")
     if series.comparisons:
         r = series._stack(series.comparisons, "reference_position")
         ax.plot(r[:, 0], r[:, 1], "--", label="reference (autopilot)")
     ax.set_xlabel("east (m)")
     ax.set_ylabel("north (m)")
     ax.axis("equal")
-    if series.estimates or series.comparisons:
+    if series.estimate_path.seen or series.comparisons:
         ax.legend()
     ax.set_title("trajectory in the ENU map frame")
     fig.tight_layout()
@@ -228,19 +287,16 @@ def _plot_errors(series: ReportSeries, path: Path) -> None:
 
 def _plot_biases(series: ReportSeries, path: Path) -> None:
     fig, axes = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
-    if series.estimates:
-        t = series._stack(series.estimates, "time")
-        t = t - t[0]
-        sigma = series._stack(series.estimates, "bias_sigma")
-        for ax, key, scale, unit, offset in ((axes[0], "gyro_bias", 180 / np.pi, "deg/s", 0),
-                                             (axes[1], "accel_bias", 1.0, "m/s^2", 3)):
-            values = series._stack(series.estimates, key) * scale
-            for i, name in enumerate("xyz"):
-                line, = ax.plot(t, values[:, i], label=f"{name} (FLU)")
-                ax.fill_between(t, values[:, i] - 3 * sigma[:, offset + i] * scale,
-                                values[:, i] + 3 * sigma[:, offset + i] * scale,
+    if series.estimate_path.seen:
+        for ax, name, scale, unit, first in ((axes[0], "gyro bias", 180 / np.pi, "deg/s", 0),
+                                             (axes[1], "accel bias", 1.0, "m/s^2", 3)):
+            for i, axis in enumerate("xyz"):
+                time, value, sigma = series.bias_series[first + i].columns()
+                t = time - series.first_estimate_time
+                line, = ax.plot(t, value * scale, label=f"{axis} (FLU)")
+                ax.fill_between(t, (value - 3 * sigma) * scale, (value + 3 * sigma) * scale,
                                 color=line.get_color(), alpha=0.15)
-            ax.set_ylabel(f"{key.replace('_', ' ')} ({unit})")
+            ax.set_ylabel(f"{name} ({unit})")
             ax.legend(fontsize=7)
     axes[-1].set_xlabel("time since start (s)")
     fig.tight_layout()
@@ -249,17 +305,17 @@ def _plot_biases(series: ReportSeries, path: Path) -> None:
 
 
 def _plot_per_source(series: ReportSeries, path: Path,
-                     draw: Callable[[Any, str, FloatArray, list[Any]], None],
+                     draw: Callable[[Any, SourceUpdates, float], None],
                      title: str | None = None) -> None:
-    """One panel per source, its updates drawn by ``draw(ax, source, t, rows)``, with time
-    from the first update of any source."""
+    """One panel per source, its updates drawn by ``draw(ax, updates, start)``, with time
+    from the first update of any source (``start``, s)."""
     sources = sorted(series.updates)
     panels = max(len(sources), 1)
     fig, axes = plt.subplots(panels, 1, figsize=(9, 2.2 * panels), sharex=True, squeeze=False)
-    start = min((rows[0][0] for rows in series.updates.values()), default=0.0)
+    start = min((float(updates.rows()[0, 0]) for updates in series.updates.values()),
+                default=0.0)
     for ax, source in zip(axes[:, 0], sources, strict=False):
-        rows = series.updates[source]
-        draw(ax, source, np.array([row[0] for row in rows]) - start, rows)
+        draw(ax, series.updates[source], start)
         ax.set_ylabel(source, fontsize=8)
     axes[-1, 0].set_xlabel("time since the first update (s)")
     if title:
@@ -269,20 +325,20 @@ def _plot_per_source(series: ReportSeries, path: Path,
     plt.close(fig)
 
 
-def _draw_nis(ax: Any, source: str, t: FloatArray, rows: list[Any]) -> None:
-    """NIS of each update against its chi-square 95% bound and its expectation."""
-    dof = rows[0][2]
-    ax.semilogy(t, [row[1] for row in rows], ".", markersize=2, label=f"NIS ({dof} dof)")
-    ax.axhline(chi2.ppf(0.95, dof), color="r", label="chi-square 95%")
-    ax.axhline(dof, color="k", linestyle="--", label="expectation")
+def _draw_nis(ax: Any, updates: SourceUpdates, start: float) -> None:
+    """NIS of the updates (decimated) against the chi-square 95% bound and the expectation."""
+    time, nis = updates.rows().T
+    ax.semilogy(time - start, nis, ".", markersize=2, label=f"NIS ({updates.dof} dof)")
+    ax.axhline(chi2.ppf(0.95, updates.dof), color="r", label="chi-square 95%")
+    ax.axhline(updates.dof, color="k", linestyle="--", label="expectation")
     ax.legend(fontsize=7, loc="upper right")
 
 
-def _draw_innovations(ax: Any, source: str, t: FloatArray, rows: list[Any]) -> None:
-    """Every component of the innovation (measured - predicted)."""
-    innovation = np.array([row[4] for row in rows])
-    for i in range(innovation.shape[1]):
-        ax.plot(t, innovation[:, i], ".", markersize=2, label=f"component {i}")
+def _draw_innovations(ax: Any, updates: SourceUpdates, start: float) -> None:
+    """Every component of the innovation (measured - predicted), decimated."""
+    table = updates.rows(innovations=True)
+    for i in range(updates.dof):
+        ax.plot(table[:, 0] - start, table[:, 1 + i], ".", markersize=2, label=f"component {i}")
     ax.legend(fontsize=7, loc="upper right", ncol=3)
 
 
