@@ -18,10 +18,11 @@ and barometer inputs are used when the parameter file enables those sources.
 The default parameter file is `config/estimator_live.yaml` (a real vehicle; the simulation
 passes `config/estimator.yaml`). The frame and input arguments override the parameter
 file. sim and replay launch include this file, so the estimator and rviz are described once.
-Parameter and rviz files come from the installed mav_bringup share directory.
+Parameter and rviz files come from the installed mav_bringup share directory. DDS discovery
+stays on this machine unless `discovery_range` widens it (docs/security.md).
 """
 
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
 from launch.conditions import IfCondition
 from launch.launch_description import LaunchDescription
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
@@ -29,7 +30,13 @@ from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
-from mav_bringup.launch_support import require_rviz2, rviz_default
+from mav_bringup.launch_support import (
+    DISCOVERY_RANGE_VARIABLE,
+    DISCOVERY_RANGES,
+    discovery_range_default,
+    require_rviz2,
+    rviz_default,
+)
 
 BRINGUP = "mav_bringup"
 BOOLEAN = ["true", "false"]
@@ -44,6 +51,8 @@ def generate_launch_description() -> LaunchDescription:
         executable="estimator_node",
         name="trident_ekf",
         output="screen",
+        # Its SROS2 identity when ROS_SECURITY_ENABLE=true (mav-keystore, docs/security.md).
+        ros_arguments=["--enclave", "/trident_ekf"],
         parameters=[
             LaunchConfiguration("params_file"),
             {
@@ -113,7 +122,15 @@ def generate_launch_description() -> LaunchDescription:
             "rviz", default_value=rviz_default(), choices=BOOLEAN,
             description="start rviz2 with config/rviz/trident.rviz (default: true where "
                         "rviz2 is installed)"),
+        DeclareLaunchArgument(
+            "discovery_range", default_value=discovery_range_default(),
+            choices=DISCOVERY_RANGES,
+            description="how far DDS discovery reaches (ROS_AUTOMATIC_DISCOVERY_RANGE of every "
+                        "node started here): LOCALHOST (this machine only; the default unless "
+                        "the variable is set), SUBNET (the local network), OFF, SYSTEM_DEFAULT; "
+                        "docs/security.md"),
         OpaqueFunction(function=require_rviz2),
+        SetEnvironmentVariable(DISCOVERY_RANGE_VARIABLE, LaunchConfiguration("discovery_range")),
         estimator,
         rviz,
     ])

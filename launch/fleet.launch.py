@@ -9,9 +9,15 @@ seed; its controller's reference moves with it. The simulator waits at each lock
 boundary for every vehicle's command. No rviz: trident.rviz shows one vehicle. The per-vehicle
 nodes come from `mav_bringup.launch_support.fleet_node_arguments` (the same changes as
 `mav-sim --vehicles`). With `duration_s` > 0 the launch ends when the simulator finishes.
+DDS discovery stays on this machine unless `discovery_range` widens it (docs/security.md).
 """
 
-from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
+from launch.actions import (
+    DeclareLaunchArgument,
+    OpaqueFunction,
+    SetEnvironmentVariable,
+    Shutdown,
+)
 from launch.launch_context import LaunchContext
 from launch.launch_description import LaunchDescription
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
@@ -19,7 +25,12 @@ from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
-from mav_bringup.launch_support import fleet_node_arguments
+from mav_bringup.launch_support import (
+    DISCOVERY_RANGE_VARIABLE,
+    DISCOVERY_RANGES,
+    discovery_range_default,
+    fleet_node_arguments,
+)
 
 BRINGUP = "mav_bringup"
 BOOLEAN = ["true", "false"]
@@ -88,6 +99,14 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument(
             "use_sim_time", default_value="true", choices=BOOLEAN,
             description="every node follows the simulator's /clock"),
+        DeclareLaunchArgument(
+            "discovery_range", default_value=discovery_range_default(),
+            choices=DISCOVERY_RANGES,
+            description="how far DDS discovery reaches (ROS_AUTOMATIC_DISCOVERY_RANGE of every "
+                        "node started here): LOCALHOST (this machine only; the default unless "
+                        "the variable is set), SUBNET (the local network), OFF, SYSTEM_DEFAULT; "
+                        "docs/security.md"),
+        SetEnvironmentVariable(DISCOVERY_RANGE_VARIABLE, LaunchConfiguration("discovery_range")),
         simulator,
         OpaqueFunction(function=launch_fleet),
     ])

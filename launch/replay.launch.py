@@ -10,7 +10,8 @@ estimator.launch.py: a bag of PX4 or MAVROS topics replays with `inputs:=px4` or
 /clock, /tf, /diagnostics and the old estimate: the player leaves them out
 (`--exclude-regex`), so they neither fight the player's clock nor the live estimator. They
 are not remapped aside: rosbag2 applies `--remap` to the player node itself, which would
-also move the /clock it publishes.
+also move the /clock it publishes. DDS discovery stays on this machine unless
+`discovery_range` widens it (docs/security.md).
 """
 
 from launch.actions import (
@@ -18,13 +19,20 @@ from launch.actions import (
     ExecuteProcess,
     IncludeLaunchDescription,
     OpaqueFunction,
+    SetEnvironmentVariable,
 )
 from launch.launch_description import LaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.substitutions import FindPackageShare
 
-from mav_bringup.launch_support import require_rviz2, rviz_default
+from mav_bringup.launch_support import (
+    DISCOVERY_RANGE_VARIABLE,
+    DISCOVERY_RANGES,
+    discovery_range_default,
+    require_rviz2,
+    rviz_default,
+)
 
 BRINGUP = "mav_bringup"
 INPUTS = ["ros", "mavros", "px4"]  # trident_ekf.adapters.PROFILES
@@ -72,7 +80,15 @@ def generate_launch_description() -> LaunchDescription:
             "rviz", default_value=rviz_default(), choices=["true", "false"],
             description="start rviz2 with config/rviz/trident.rviz (default: true where "
                         "rviz2 is installed)"),
+        DeclareLaunchArgument(
+            "discovery_range", default_value=discovery_range_default(),
+            choices=DISCOVERY_RANGES,
+            description="how far DDS discovery reaches (ROS_AUTOMATIC_DISCOVERY_RANGE of every "
+                        "node started here): LOCALHOST (this machine only; the default unless "
+                        "the variable is set), SUBNET (the local network), OFF, SYSTEM_DEFAULT; "
+                        "docs/security.md"),
         OpaqueFunction(function=require_rviz2),
+        SetEnvironmentVariable(DISCOVERY_RANGE_VARIABLE, LaunchConfiguration("discovery_range")),
         estimator_and_rviz,
         bag_play,
     ])

@@ -7,9 +7,18 @@ The simulator publishes /clock and steps in lock-step with the controller; it is
 `real_time_factor` times the wall clock (1.0: watchable in rviz; larger runs faster). The
 estimator and rviz come from estimator.launch.py. With `duration_s` > 0 the launch ends when
 the simulator finishes. Parameter and vehicle files come from the installed mav_bringup.
+DDS discovery stays on this machine unless `discovery_range` (or an exported
+ROS_AUTOMATIC_DISCOVERY_RANGE) widens it; with ROS_SECURITY_ENABLE=true each node runs in its
+enclave of the mav-keystore keystore (docs/security.md).
 """
 
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction, Shutdown
+from launch.actions import (
+    DeclareLaunchArgument,
+    IncludeLaunchDescription,
+    OpaqueFunction,
+    SetEnvironmentVariable,
+    Shutdown,
+)
 from launch.launch_description import LaunchDescription
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
@@ -17,7 +26,13 @@ from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
-from mav_bringup.launch_support import require_rviz2, rviz_default
+from mav_bringup.launch_support import (
+    DISCOVERY_RANGE_VARIABLE,
+    DISCOVERY_RANGES,
+    discovery_range_default,
+    require_rviz2,
+    rviz_default,
+)
 
 BRINGUP = "mav_bringup"
 BOOLEAN = ["true", "false"]
@@ -33,6 +48,8 @@ def generate_launch_description() -> LaunchDescription:
         executable="simulator_node",
         name="simulator",
         output="screen",
+        # Its SROS2 identity when ROS_SECURITY_ENABLE=true (mav-keystore, docs/security.md).
+        ros_arguments=["--enclave", "/simulator"],
         parameters=[
             PathJoinSubstitution([share, "config", "simulator.yaml"]),
             {
@@ -51,6 +68,7 @@ def generate_launch_description() -> LaunchDescription:
         executable="controller_node",
         name="controller",
         output="screen",
+        ros_arguments=["--enclave", "/controller"],
         parameters=[
             PathJoinSubstitution([share, "config", "controller.yaml"]),
             {
@@ -102,7 +120,15 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument(
             "use_sim_time", default_value="true", choices=BOOLEAN,
             description="every node follows the simulator's /clock"),
+        DeclareLaunchArgument(
+            "discovery_range", default_value=discovery_range_default(),
+            choices=DISCOVERY_RANGES,
+            description="how far DDS discovery reaches (ROS_AUTOMATIC_DISCOVERY_RANGE of every "
+                        "node started here): LOCALHOST (this machine only; the default unless "
+                        "the variable is set), SUBNET (the local network), OFF, SYSTEM_DEFAULT; "
+                        "docs/security.md"),
         OpaqueFunction(function=require_rviz2),
+        SetEnvironmentVariable(DISCOVERY_RANGE_VARIABLE, LaunchConfiguration("discovery_range")),
         simulator,
         controller,
         estimator_and_rviz,

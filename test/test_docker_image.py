@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shlex
+import subprocess
 from pathlib import Path, PurePosixPath
 from types import ModuleType
 
@@ -214,3 +215,29 @@ def test_every_ros_package_the_code_imports_is_resolved_by_rosdep():
                 and f"<exec_depend>{root}</exec_depend>" not in manifest
             }
     assert not undeclared, f"(package, imported ROS package) missing from package.xml: {undeclared}"
+
+
+def test_discovery_stays_in_the_container_unless_the_user_widens_it():
+    # The entrypoint's default, run by bash as the image would, with and without a user value.
+    lines = (ROOT / "docker" / "entrypoint.sh").read_text().splitlines()
+    (setting,) = [i for i, line in enumerate(lines)
+                  if line.startswith("export ROS_AUTOMATIC_DISCOVERY_RANGE=")]
+    assert setting < lines.index('exec "$@"')
+    script = f'{lines[setting]}; printf %s "$ROS_AUTOMATIC_DISCOVERY_RANGE"'
+    for given, expected in ((None, "LOCALHOST"), ("", "LOCALHOST"), ("SUBNET", "SUBNET")):
+        environment = {k: v for k, v in os.environ.items()
+                       if k != "ROS_AUTOMATIC_DISCOVERY_RANGE"}
+        if given is not None:
+            environment["ROS_AUTOMATIC_DISCOVERY_RANGE"] = given
+        result = subprocess.run(["bash", "-c", script], env=environment, capture_output=True,
+                                text=True, check=True)
+        assert result.stdout == expected, given
+
+
+def test_no_instructions_put_the_graph_on_the_host_network():
+    # Host networking would undo the container's localhost-only discovery (docs/security.md).
+    texts = [ROOT / "README.md", ROOT / "launch" / "README.md", *(ROOT / "docs").rglob("*.md"),
+             *(ROOT / "docker").iterdir()]
+    host_network = re.compile(r"--net(work)?[= ]host\b")
+    for path in texts:
+        assert not host_network.search(path.read_text()), path.relative_to(ROOT)

@@ -32,7 +32,9 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
+from mav_bringup import discovery
 from mav_bringup.launch_support import fleet_node_arguments, rviz2_installed
+from mav_bringup.security.keystore import enclave_of
 from mav_ros_common.parameters import flattened
 from mav_ros_common.resources import package_share
 
@@ -146,6 +148,7 @@ class NodeLaunch:
     overrides: dict[str, Any] = field(default_factory=dict)
     remappings: list[tuple[str, str]] = field(default_factory=list)
     arguments: list[str] = field(default_factory=list)
+    ros_arguments: list[str] = field(default_factory=list)
 
     def given_parameters(self) -> dict[str, Any]:
         """Every parameter value the node gets: its files in order, then the overrides."""
@@ -157,7 +160,7 @@ class NodeLaunch:
 
     def cli_args(self) -> list[str]:
         """The node's command line as launch_ros builds it (overrides go separately)."""
-        arguments = ["--ros-args", "-r", f"__node:={self.name}"]
+        arguments = ["--ros-args", *self.ros_arguments, "-r", f"__node:={self.name}"]
         if self.namespace:
             arguments += ["-r", f"__ns:=/{self.namespace}"]
         for path in self.parameter_files:
@@ -175,6 +178,7 @@ class Launched:
     processes: list[list[str]] = field(default_factory=list)
     launch_files: list[Path] = field(default_factory=list)
     configurations: dict[str, str] = field(default_factory=dict)
+    environment: dict[str, str] = field(default_factory=dict)  # SetEnvironmentVariable
 
     def node(self, name: str) -> NodeLaunch:
         (found,) = [n for n in self.nodes if n.name == name]
@@ -310,6 +314,9 @@ class LaunchFileReader:
                     namespace=arguments.get("namespace", ""),
                     overrides=flattened({k: v for entry in arguments["parameters"]
                                          for k, v in entry.items()})))
+        for call in self.calls("SetEnvironmentVariable"):
+            variable, value = (self.evaluate(a, configurations) for a in call.args[:2])
+            launched.environment[str(variable)] = str(value)
         for call in self.calls("ExecuteProcess"):
             launched.processes.append(
                 [str(part) for part in self.evaluate(keyword(call, "cmd", 0), configurations)])
@@ -325,6 +332,7 @@ class LaunchFileReader:
             launched.nodes += child.nodes
             launched.processes += child.processes
             launched.launch_files += child.launch_files
+            launched.environment |= child.environment
         return launched
 
     def _node(self, call: ast.Call, configurations: dict[str, str]) -> NodeLaunch:
@@ -340,6 +348,7 @@ class LaunchFileReader:
             enabled=argument("condition", True),
             remappings=[tuple(pair) for pair in argument("remappings", [])],
             arguments=argument("arguments", []),
+            ros_arguments=argument("ros_arguments", []),
         )
         parameters = keyword(call, "parameters")
         for entry in parameters.elts if parameters is not None else []:
@@ -565,6 +574,37 @@ def test_parameter_files_are_ros2_params_of_the_node(launch_file):
             assert isinstance(document[node.name]["ros__parameters"], dict), path.name
 
 
+@pytest.mark.parametrize("launch_file", LAUNCH_FILES)
+def test_discovery_stays_on_this_machine_unless_the_user_widens_it(launch_file, monkeypatch):
+    launch = reader(launch_file)
+    assert launch.choices("discovery_range") == list(discovery.RANGES)
+    monkeypatch.delenv(discovery.VARIABLE, raising=False)
+    launched = launch.launch(dict(REQUIRED_ARGUMENT_VALUES))
+    assert launched.environment == {discovery.VARIABLE: "LOCALHOST"}
+    widened = launch.launch({**REQUIRED_ARGUMENT_VALUES, "discovery_range": "SUBNET"})
+    assert widened.environment == {discovery.VARIABLE: "SUBNET"}
+    # A range the user already exported is kept.
+    monkeypatch.setenv(discovery.VARIABLE, "OFF")
+    assert launch.launch(dict(REQUIRED_ARGUMENT_VALUES)).environment == {
+        discovery.VARIABLE: "OFF"}
+
+
+@pytest.mark.parametrize("launch_file", LAUNCH_FILES)
+def test_the_discovery_range_is_set_before_anything_starts(launch_file):
+    # Processes inherit the environment at their start: a later SetEnvironmentVariable
+    # would leave the nodes before it on the middleware's default range (the subnet).
+    launch = reader(launch_file)
+    (description,) = [call for call in launch.calls("LaunchDescription") if call.args]
+    actions = [call_name(a) or getattr(a, "id", None) for a in description.args[0].elts]
+    starts = [i for i, action in enumerate(actions) if action not in {
+        "DeclareLaunchArgument", "OpaqueFunction", "SetEnvironmentVariable"}]
+    (setting,) = launch.calls("SetEnvironmentVariable")
+    assert actions.index("SetEnvironmentVariable") < min(starts), actions
+    assert ast.unparse(setting.args[1]) == "LaunchConfiguration('discovery_range')"
+    if launch_file == "fleet.launch.py":  # its per-vehicle nodes come from an OpaqueFunction
+        assert actions.index("SetEnvironmentVariable") < actions.index("OpaqueFunction")
+
+
 def argument_variants(launch_file: str) -> Iterator[dict[str, str]]:
     """The default arguments, then each choice (or shipped value) of each argument in turn."""
     yield dict(REQUIRED_ARGUMENT_VALUES)
@@ -632,6 +672,13 @@ def test_sim_launch_and_the_one_process_graph_agree():
         assert graph[node.name]["plugin"].partition(":")[0] == module, node.name
         expected = (CONFIG_DIR / graph[node.name]["parameters"]).resolve()
         assert [p.resolve() for p in node.parameter_files] == [expected], node.name
+
+
+def test_sim_nodes_run_in_the_enclaves_of_the_keystore():
+    # mav-keystore writes one enclave per node of the graph; with ROS_SECURITY_ENABLE=true
+    # each node must start in its own, or it is refused (or gets another's permissions).
+    for node in workspace_nodes(reader("sim.launch.py").launch()):
+        assert node.ros_arguments == ["--enclave", enclave_of(node.name)], node.name
 
 
 def test_sim_runs_every_node_on_sim_time_and_ends_with_the_simulator():

@@ -42,11 +42,13 @@ setup(
     entry_points={
         "console_scripts": [
             "mav-sim = mav_bringup.graph.runner:main",
+            "mav-keystore = mav_bringup.security.keystore:main",
         ],
     },
     maintainer="Trident suite maintainers",
     maintainer_email="maintainers@trident-suite.invalid",
-    description="Launch files, parameter, vehicle, robot and rviz files of the suite, and "
-                "mav-sim, the simulation graph in one process.",
+    description="Launch files, parameter, vehicle, robot and rviz files of the suite, "
+                "mav-sim, the simulation graph in one process, and mav-keystore, its SROS2 "
+                "keystore.",
     license="Apache-2.0",
 )

@@ -1,5 +1,6 @@
 """What the launch files share: whether rviz2 is installed, checked before any node starts;
-the per-vehicle nodes of a multi-vehicle simulation (``fleet.launch.py``).
+the discovery range the nodes start with; the per-vehicle nodes of a multi-vehicle
+simulation (``fleet.launch.py``).
 
 ``ros2 launch`` starts actions in order and a missing package fails only when its node is
 reached, after the others run. The launch files therefore default ``rviz`` to whether rviz2
@@ -16,6 +17,7 @@ from typing import Any
 import yaml
 from ament_index_python.packages import PackageNotFoundError, get_package_prefix
 
+from mav_bringup import discovery
 from mav_bringup.graph import fleet
 from mav_bringup.graph.components import Component
 from mav_ros_common.resources import config_file
@@ -48,6 +50,19 @@ def require_rviz2(context: Any) -> list[Any]:
             "run rviz2 on another machine on the same ROS_DOMAIN_ID); nothing was started. "
             "Run with rviz:=false to go on without it.")
     return []
+
+
+DISCOVERY_RANGES = list(discovery.RANGES)
+"""Choices of the ``discovery_range`` launch argument."""
+DISCOVERY_RANGE_VARIABLE = discovery.VARIABLE
+
+
+def discovery_range_default() -> str:
+    """Default of the ``discovery_range`` launch argument: the user's
+    ``ROS_AUTOMATIC_DISCOVERY_RANGE`` when set, else ``LOCALHOST`` (this machine only). The
+    launch files set the variable from the argument before any node starts, and every
+    process they start inherits it."""
+    return discovery.chosen_range()[0]
 
 
 FLEET_NODES = (("mav_dynamics", "controller_node", "controller", "controller.yaml"),

@@ -25,14 +25,16 @@ from rclpy.executors import Executor
 from rclpy.experimental.events_executor import EventsExecutor
 from rclpy.node import Node
 
+from mav_bringup.discovery import localhost_by_default
 from mav_bringup.graph import fleet
 from mav_bringup.graph.components import Component, default_graph_file, load_graph
 from mav_bringup.graph.events import scenario_facts
 from mav_bringup.graph.fleet import write_fleet_summary
 from mav_bringup.graph.isolation import LOCK_NAME, OutputLock, run_domain_id
 from mav_bringup.graph.recorder import BagRecorder, topic_specs
-from mav_bringup.graph.report import write_report
-from mav_bringup.graph.series import read_run
+from mav_bringup.graph.report import write_bag_report
+from mav_bringup.graph.series import SensorSite
+from mav_ros_common.exit_codes import EXIT_INTERRUPTED, EXIT_TERMINATED
 from mav_ros_common.parameters import ParameterError
 from mav_ros_common.resources import find_named_file
 from variational_sim.ros.simulator_node import drive
@@ -44,9 +46,9 @@ DRAIN_S = 0.3
 
 PROGRESS_EVERY_S = 5.0
 """Simulated time between progress lines, s."""
-EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
-"""Exit codes of a run stopped by SIGINT (Ctrl-C) or SIGTERM (docker stop, systemd, CI), by
-the shells' convention; the bag is closed and the report written for the simulated part."""
+# A run stopped by SIGINT (Ctrl-C) or SIGTERM (docker stop, systemd, CI) exits
+# EXIT_INTERRUPTED or EXIT_TERMINATED (mav_ros_common.exit_codes); the bag is closed and the
+# report written for the simulated part.
 
 
 class Terminated(KeyboardInterrupt):
@@ -161,7 +163,9 @@ def _run_locked(options: RunOptions, components: list[Component]) -> RunResult:
         print(f"[mav-sim] ROS domain {domain}, picked for this run (set ROS_DOMAIN_ID to "
               "choose it, e.g. to watch the run live)", file=sys.stderr)
     context = rclpy.Context()
-    rclpy.init(context=context, args=[], domain_id=domain)
+    # rcl reads the discovery range at init: this machine only unless the user chose one.
+    with localhost_by_default():
+        rclpy.init(context=context, args=[], domain_id=domain)
     nodes: dict[str, Node] = {}
     recorder: BagRecorder | None = None
     try:
@@ -206,14 +210,14 @@ def _run_locked(options: RunOptions, components: list[Component]) -> RunResult:
     report_dir = None
     if bag is not None and options.report:
         report_dir = options.output_dir / "report"
+        site = SensorSite(datum, earth_field, imu_mount)
         if not options.vehicles:
-            summary = write_report(read_run(bag, datum, earth_field, imu_mount), report_dir,
-                                   run_facts)
+            summary = write_bag_report(bag, report_dir, run_facts, site)
         else:
             summary = write_fleet_summary(report_dir, run_facts, {
-                fleet.namespace(k): write_report(
-                    read_run(bag, datum, earth_field, imu_mount, fleet.namespace(k)),
-                    report_dir / fleet.namespace(k), {**run_facts, "vehicle": vehicle_file})
+                fleet.namespace(k): write_bag_report(
+                    bag, report_dir / fleet.namespace(k), {**run_facts, "vehicle": vehicle_file},
+                    site, fleet.namespace(k))
                 for k, vehicle_file in enumerate(options.vehicles)})
     return RunResult(sim_time, wall_time, bag, report_dir, summary, counts, exit_code)
 
@@ -288,7 +292,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     "process (lock-step, sim time), record every topic to an MCAP bag and write "
                     "a report with plots. Parameters come from config/*.yaml as with "
                     "ros2 launch (launch/sim.launch.py runs the same graph as separate "
-                    "processes).")
+                    "processes). DDS discovery stays on this machine "
+                    "(ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST) unless that variable is set.")
     defaults = RunOptions()
     parser.add_argument("--duration", type=float, default=defaults.duration_s,
                         help="simulated time to run, s (default %(default)s)")
