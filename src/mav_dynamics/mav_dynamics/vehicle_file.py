@@ -34,6 +34,7 @@ from mav_dynamics.vehicle import (
     Vehicle,
     WingAerodynamics,
 )
+from mav_geometry.shown import shown
 
 UNIT_TOLERANCE = 1e-6
 SPIN = {"ccw": 1, "cw": -1}
@@ -88,26 +89,33 @@ class _Fields:
     def name(self, key: str) -> str:
         value = self.raw(key)
         if not isinstance(value, str) or not value:
-            raise ValueError(f"{self.field(key)}: must be a non-empty string, got {value!r}")
+            raise ValueError(f"{self.field(key)}: must be a non-empty string, got "
+                             f"{shown(value)}")
         return value
 
     def finish(self) -> None:
-        unknown = sorted(set(self.data) - self.used)
-        if unknown:
-            raise ValueError(f"{self.field(unknown[0])}: unknown field")
+        unknown = [key for key in self.data if key not in self.used]
+        if unknown:  # the first in file order; a key may be any YAML scalar of any length
+            key = unknown[0]
+            name = key[:60] if isinstance(key, str) else shown(key)
+            raise ValueError(f"{self.field(name)}: unknown field")
 
 
 def _number(value: Any, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{field}: must be a number, got {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"{field}: must be finite, got {value}")
-    return float(value)
+        raise ValueError(f"{field}: must be a number, got {shown(value)}")
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float range
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f"{field}: must be finite, got {shown(value)}")
+    return number
 
 
 def _vector(value: Any, size: int, field: str) -> FloatArray:
     if not isinstance(value, list | tuple) or len(value) != size:
-        raise ValueError(f"{field}: must be a list of {size} numbers, got {value!r}")
+        raise ValueError(f"{field}: must be a list of {size} numbers, got {shown(value)}")
     return np.array([_number(v, f"{field}[{k}]") for k, v in enumerate(value)])
 
 
@@ -183,10 +191,10 @@ _COEFFICIENT_NAMES = {
 
 def _aero(fields: _Fields) -> WingAerodynamics:
     convention = fields.raw("convention", WIND_AXES)
-    if convention not in _COEFFICIENT_NAMES:
+    if not isinstance(convention, str) or convention not in _COEFFICIENT_NAMES:
         raise ValueError(
             f"{fields.field('convention')}: must be one of {sorted(_COEFFICIENT_NAMES)}, "
-            f"got {convention!r}"
+            f"got {shown(convention)}"
         )
     alpha = fields.raw("alpha_deg")
     if not isinstance(alpha, list) or len(alpha) < 2:
@@ -235,8 +243,8 @@ def _link(fields: _Fields) -> Link:
 
 def _rotor(fields: _Fields) -> Rotor:
     spin = fields.raw("spin")
-    if spin not in SPIN:
-        raise ValueError(f"{fields.field('spin')}: must be 'ccw' or 'cw', got {spin!r}")
+    if not isinstance(spin, str) or spin not in SPIN:
+        raise ValueError(f"{fields.field('spin')}: must be 'ccw' or 'cw', got {shown(spin)}")
     speed = fields.vector("speed_limits", 2)
     if not 0.0 <= speed[0] < speed[1]:
         raise ValueError(
@@ -283,22 +291,22 @@ def _check_tree(links: list[Link], rotors: list[Rotor]) -> None:
     for kind, items in groups:
         for index, item in enumerate(items):
             if item.name in names:
-                raise ValueError(f"{kind}[{index}].name: duplicate name {item.name!r}")
+                raise ValueError(f"{kind}[{index}].name: duplicate name {shown(item.name)}")
             names.append(item.name)
     link_parent = {link.name: link.parent for link in links}
     for kind, items in groups:
         for index, item in enumerate(items):
             if item.parent != BODY and item.parent not in link_parent:
                 raise ValueError(
-                    f"{kind}[{index}].parent: unknown parent {item.parent!r} "
-                    f"(known: {[BODY, *link_parent]})"
+                    f"{kind}[{index}].parent: unknown parent {shown(item.parent)} "
+                    f"(known: {shown([BODY, *link_parent])})"
                 )
     for index, link in enumerate(links):
         seen = {link.name}
         parent = link.parent
         while parent != BODY:
             if parent in seen:
-                raise ValueError(f"links[{index}].parent: cycle through {parent!r}")
+                raise ValueError(f"links[{index}].parent: cycle through {shown(parent)}")
             seen.add(parent)
             parent = link_parent[parent]
 
@@ -361,23 +369,30 @@ def parse_controller_gains(data: Any) -> ControllerGains:
 def load_controller_gains(path: str | Path) -> ControllerGains:
     """Gains from a parameter file holding a top-level ``controller`` mapping."""
     path = Path(path)
+    data = _read_yaml(path)
     try:
-        data = yaml.safe_load(path.read_text())
         if not isinstance(data, dict) or "controller" not in data:
             raise ValueError("controller: required field is missing")
         return parse_controller_gains(data["controller"])
-    except (ValueError, yaml.YAMLError) as error:
+    except ValueError as error:
         raise ValueError(f"{path}: {error}") from error
 
 
 def load_vehicle(path: str | Path) -> Vehicle:
     """Read and validate a vehicle YAML file; errors name the file and the field."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise ValueError(f"{path}: not valid YAML ({error})") from error
+    data = _read_yaml(path)
     try:
         return parse_vehicle(data)
     except ValueError as error:
         raise ValueError(f"{path}: {error}") from error
+
+
+def _read_yaml(path: Path) -> Any:
+    """The YAML document of a file; ValueError naming the file when it is not UTF-8 YAML
+    (also nested too deep for the parser, or an integer too long to read)."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError, ValueError) as error:
+        detail = "nested too deeply" if isinstance(error, RecursionError) else str(error)
+        raise ValueError(f"{path}: not valid YAML ({detail[:300]})") from None

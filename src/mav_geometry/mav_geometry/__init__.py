@@ -5,4 +5,5 @@ Modules:
 - ``groups``: ``SO3``, ``SE3`` and ``SE23`` (exp, log, Ad, ad, Jacobians) on matrices.
 - ``nilpotent``: ``DUAL`` (pose) and ``TRIDENT`` (attitude, velocity, position) quaternions.
 - ``convert``: scipy Rotation, scalar-first papers and ROS message field order.
+- ``shown``: user values quoted in error messages, short and cheap whatever the value.
 """

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import reprlib
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -67,6 +68,11 @@ class ParameterError(ValueError):
 
 SHOWN_CHARACTERS = 120
 """Longest value text in a message: a value may be anything a user or a file passed."""
+_NESTED = reprlib.Repr()
+# A nested value from a parameter file is printed a few levels and items deep: YAML aliases
+# can make a list of billions of items (or one that contains itself) from a few lines.
+_NESTED.maxlevel, _NESTED.maxlist, _NESTED.maxdict = 3, 16, 8
+_NESTED.maxstring = _NESTED.maxother = SHOWN_CHARACTERS
 
 
 def show(value: Any) -> str:
@@ -74,7 +80,9 @@ def show(value: Any) -> str:
     ``SHOWN_CHARACTERS``."""
     if isinstance(value, array | tuple):
         value = list(value)
-    text = repr(value)
+    nested = isinstance(value, dict) or (isinstance(value, list) and any(
+        isinstance(item, list | dict) for item in value))
+    text = _NESTED.repr(value) if nested else repr(value)
     if len(text) > SHOWN_CHARACTERS:
         text = f"{text[:SHOWN_CHARACTERS - 30]}... ({len(text)} characters)"
     return text
@@ -88,6 +96,14 @@ def invalid(name: str, value: Any, allowed: str) -> ParameterError:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _as_float(number: int | float) -> float:
+    """A number as a float; an integer beyond float range as infinity (out of any range)."""
+    try:
+        return float(number)
+    except OverflowError:
+        return math.copysign(math.inf, number)
 
 
 def _sequence(value: Any) -> list[Any] | None:
@@ -235,10 +251,11 @@ class ParameterSpec:
                 return value
         elif kind == Kind.INTEGER:
             if isinstance(value, int) and not isinstance(value, bool) and self._number_ok(
-                    float(value), nan_ok=False):
+                    _as_float(value), nan_ok=False):
                 return int(value)
         elif kind == Kind.DOUBLE:
-            if _is_number(value) and self._number_ok(float(value), nan_ok=self.allow_nan):
+            if _is_number(value) and self._number_ok(_as_float(value),
+                                                     nan_ok=self.allow_nan):
                 return float(value)
         elif kind == Kind.STRING:
             if isinstance(value, str) and (value or self.allow_empty) and (
@@ -247,7 +264,7 @@ class ParameterSpec:
         else:
             items = _sequence(value)
             if items is not None and self._length_ok(len(items)) and all(
-                    _is_number(v) and self._number_ok(float(v), nan_ok=self.allow_nan)
+                    _is_number(v) and self._number_ok(_as_float(v), nan_ok=self.allow_nan)
                     for v in items):
                 return tuple(float(v) for v in items)
         raise invalid(self.name, value, self.allowed())
@@ -407,15 +424,32 @@ def declare_parameters(node: Node, specs: Sequence[ParameterSpec],
     return NodeParameters(node, specs, build)
 
 
+MAX_FILE_ENTRIES = 100_000
+"""Most keys ``flattened`` visits: far more than any node has parameters, few enough that a
+file whose aliases repeat a mapping billions of times is refused at once."""
+MAX_FILE_NESTING = 16
+"""Deepest nesting of parameter names (``a.b.c``) ``flattened`` accepts: a mapping that an
+alias nests in itself would otherwise make ever longer names."""
+
+
 def flattened(parameters: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested parameter-file values (``a: {b: 1}``) under the names ROS gives them
-    (``a.b``)."""
+    (``a.b``); ValueError beyond ``MAX_FILE_ENTRIES`` keys or ``MAX_FILE_NESTING`` levels."""
     flat: dict[str, Any] = {}
-    for key, value in parameters.items():
-        if isinstance(value, Mapping):
-            flat |= flattened(value, f"{prefix}{key}.")
-        else:
-            flat[f"{prefix}{key}"] = value
+    pending = [(prefix, parameters, 1)]
+    visited = 0
+    while pending:
+        name, mapping, depth = pending.pop()
+        visited += len(mapping)
+        if visited > MAX_FILE_ENTRIES or depth > MAX_FILE_NESTING:
+            raise ValueError(f"more than {MAX_FILE_ENTRIES} parameter entries or "
+                             f"{MAX_FILE_NESTING} levels (YAML aliases repeating a mapping or "
+                             "nesting it in itself?)")
+        for key, value in mapping.items():
+            if isinstance(value, Mapping):
+                pending.append((f"{name}{key}.", value, depth + 1))
+            else:
+                flat[f"{name}{key}"] = value
     return flat
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from mav_geometry.shown import shown
 from mav_ros_common.resources import config_file
 
 
@@ -63,18 +64,26 @@ def load_graph(path: Path) -> list[Component]:
         document = yaml.safe_load(Path(path).read_text())
         entries = document["nodes"]
         components = [
-            Component(str(entry["name"]), str(entry["plugin"]),
-                      (Path(path).parent / str(entry["parameters"])).resolve())
+            Component(_text(entry["name"]), _text(entry["plugin"]),
+                      (Path(path).parent / _text(entry["parameters"])).resolve())
             for entry in entries
         ]
-    except (OSError, yaml.YAMLError, KeyError, TypeError) as error:
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, RecursionError) as error:
+        # ValueError: not UTF-8, an integer too long to read, or a path with a NUL
         raise ValueError(f"graph file {path}: expected 'nodes: [{{name, plugin, parameters}}]' "
-                         f"({error!r})") from error
+                         f"({type(error).__name__}: {str(error)[:200]})") from error
     for component in components:
         if ":" not in component.plugin:
-            raise ValueError(f"graph file {path}: plugin of '{component.name}' must be "
-                             f"'module:Class', got {component.plugin!r}")
+            raise ValueError(f"graph file {path}: plugin of {shown(component.name)} must be "
+                             f"'module:Class', got {shown(component.plugin)}")
         if not component.parameters.is_file():
-            raise ValueError(f"graph file {path}: parameter file of '{component.name}' not "
-                             f"found: {component.parameters}")
+            raise ValueError(f"graph file {path}: parameter file of {shown(component.name)} "
+                             f"not found: {shown(str(component.parameters))}")
     return components
+
+
+def _text(value: Any) -> str:
+    """A name or path of the graph file: text, or a number written as one."""
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return str(value)
+    raise TypeError(f"expected text, got {shown(value)}")

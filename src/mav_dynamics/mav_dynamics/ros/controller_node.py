@@ -79,8 +79,21 @@ from mav_ros_common.resources import ShareNotFoundError, find_named_file
 NODE_NAME = "controller"
 QUATERNION_TOLERANCE = 1e-3
 """Largest accepted | |q| - 1 | of a received quaternion (it is then normalised)."""
+LARGEST_POSITION_M = 1e7
+"""Largest accepted |coordinate| of a received position, m (beyond the Earth's radius from
+the map origin): the control law squares errors, so 1e300 m would become an infinite
+wrench."""
+LARGEST_RATE = 1e4
+"""Largest accepted |component| of a received twist (m/s and rad/s), for the same reason."""
 SHORTEST_SETPOINT_MOVE_S = 1.0
 """Least duration of a move to a new setpoint or plan, s: also bounds the braking from speed."""
+
+
+def _unit(q: FloatArray) -> bool:
+    """Whether a finite quaternion is unit within ``QUATERNION_TOLERANCE`` (components
+    are checked first: squaring 1e200 would overflow)."""
+    return bool(np.abs(q).max() <= 2.0
+                and abs(np.linalg.norm(q) - 1.0) <= QUATERNION_TOLERANCE)
 
 
 class _MoveThen:
@@ -236,8 +249,11 @@ class ControllerNode(Node):
         if not (np.isfinite(sample.orientation).all() and np.isfinite(sample.position).all()
                 and np.isfinite(sample.twist).all()):
             return "non_finite"
-        if abs(np.linalg.norm(sample.orientation) - 1.0) > QUATERNION_TOLERANCE:
+        if not _unit(sample.orientation):
             return "non_unit_quaternion"
+        if (np.abs(sample.position).max() > LARGEST_POSITION_M
+                or np.abs(sample.twist).max() > LARGEST_RATE):
+            return "out_of_range"
         if self._state_stamp_ns is not None:
             if sample.stamp_ns < self._state_stamp_ns:
                 return "stamp_backwards"
@@ -253,8 +269,11 @@ class ControllerNode(Node):
         if not (np.isfinite(position).all() and np.isfinite(orientation).all()):
             self.rejected_setpoints["non_finite"] += 1
             return
-        if abs(np.linalg.norm(orientation) - 1.0) > QUATERNION_TOLERANCE:
+        if not _unit(orientation):
             self.rejected_setpoints["non_unit_quaternion"] += 1
+            return
+        if np.abs(position).max() > LARGEST_POSITION_M:
+            self.rejected_setpoints["out_of_range"] += 1
             return
         attitude = quaternion.to_matrix(orientation / np.linalg.norm(orientation))
         self.plan_name = "setpoint"

@@ -44,10 +44,11 @@ def imu(data: bytes | memoryview) -> tuple[Sample, ...]:
 
 def navsatfix(message: Any) -> tuple[Sample, ...]:
     """sensor_msgs/NavSatFix as it is: status, WGS-84 degrees, ellipsoidal height, ENU
-    covariance (unknown when its type is COVARIANCE_TYPE_UNKNOWN)."""
+    covariance (unknown when its type is COVARIANCE_TYPE_UNKNOWN; 9 numbers even then: a
+    message with another count is malformed)."""
+    covariance = np.asarray(message.position_covariance, dtype=float).reshape(3, 3)
     return (Fix(stamp_ns(message), int(message.status.status), float(message.latitude),
-                float(message.longitude), float(message.altitude),
-                message.position_covariance,
+                float(message.longitude), float(message.altitude), covariance,
                 int(message.position_covariance_type) != COVARIANCE_TYPE_UNKNOWN),)
 
 

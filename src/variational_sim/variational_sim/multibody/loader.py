@@ -26,6 +26,7 @@ import numpy as np
 import yaml
 
 from mav_geometry.arrays import FloatArray
+from mav_geometry.shown import shown
 from variational_sim.multibody.mechanism import (
     JOINT_TYPES,
     Actuator,
@@ -48,24 +49,48 @@ def _field(entry: dict[str, Any], key: str, where: str, default: Any = None) -> 
     return default
 
 
+def _has_shape(value: Any, shape: tuple[int, ...]) -> bool:
+    """Whether nested lists have ``shape``, checked before numpy copies them (a YAML alias
+    can make a list of billions of items out of a few lines)."""
+    if isinstance(value, np.ndarray):
+        return bool(value.shape == shape)
+    if not shape:
+        return not isinstance(value, list | tuple | dict)
+    return (isinstance(value, list | tuple) and len(value) == shape[0]
+            and all(_has_shape(item, shape[1:]) for item in value))
+
+
 def _array(value: Any, shape: tuple[int, ...], where: str) -> FloatArray:
+    if not _has_shape(value, shape):
+        raise MechanismFileError(f"{where}: expected {shape} finite numbers, got {shown(value)}")
     try:
         array = np.array(value, dtype=float)
-    except (TypeError, ValueError) as error:
-        raise MechanismFileError(f"{where}: not numeric ({value!r})") from error
-    if array.shape != shape or not np.all(np.isfinite(array)):
-        raise MechanismFileError(f"{where}: expected {shape} finite numbers, got {value!r}")
+    except (TypeError, ValueError, OverflowError) as error:
+        raise MechanismFileError(f"{where}: not numeric ({shown(value)})") from error
+    if not np.all(np.isfinite(array)):
+        raise MechanismFileError(f"{where}: expected {shape} finite numbers, got {shown(value)}")
     return array
 
 
-def _positive(value: Any, where: str, allow_infinite: bool = False) -> float:
+def _number(value: Any, where: str) -> float:
     try:
-        number = float(value)
-    except (TypeError, ValueError) as error:
-        raise MechanismFileError(f"{where}: not a number ({value!r})") from error
+        return float(value)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise MechanismFileError(f"{where}: not a number ({shown(value)})") from error
+
+
+def _positive(value: Any, where: str, allow_infinite: bool = False) -> float:
+    number = _number(value, where)
     if not number > 0.0 or (np.isinf(number) and not allow_infinite):
-        raise MechanismFileError(f"{where}: must be a positive number, got {value!r}")
+        raise MechanismFileError(f"{where}: must be a positive number, got {shown(value)}")
     return number
+
+
+def _name(entry: dict[str, Any], key: str, where: str) -> str:
+    value = _field(entry, key, where)
+    if isinstance(value, dict | list):
+        raise MechanismFileError(f"{where}.{key}: must be a name, got {shown(value)}")
+    return str(value)
 
 
 def _unit(value: Any, size: int, where: str) -> FloatArray:
@@ -76,8 +101,14 @@ def _unit(value: Any, size: int, where: str) -> FloatArray:
     return array / norm
 
 
+def _label(entry: dict[str, Any], default: str = "?") -> str:
+    """An entry's name for messages: cut, and only if it is a name."""
+    name = entry.get("name", default)
+    return name[:60] if isinstance(name, str) else shown(name)
+
+
 def _body(entry: dict[str, Any], where: str) -> Body:
-    name = str(_field(entry, "name", where))
+    name = _name(entry, "name", where)
     mass = _positive(_field(entry, "mass", where), f"{where}.mass")
     inertia = _array(_field(entry, "inertia", where), (3, 3), f"{where}.inertia")
     if not np.allclose(inertia, inertia.T, rtol=1e-9, atol=1e-15):
@@ -88,24 +119,22 @@ def _body(entry: dict[str, Any], where: str) -> Body:
 
 
 def _joint(entry: dict[str, Any], where: str) -> Joint:
-    kind = str(_field(entry, "type", where))
+    kind = _name(entry, "type", where)
     if kind not in JOINT_TYPES:
-        raise MechanismFileError(f"{where}.type: must be one of {JOINT_TYPES}, got {kind!r}")
-    directions = _array(
-        _field(entry, "point_directions", where, np.eye(3).tolist()),
-        (len(entry.get("point_directions", [0, 0, 0])), 3),
-        f"{where}.point_directions",
-    )
-    if not 1 <= len(directions) <= 3:
+        raise MechanismFileError(f"{where}.type: must be one of {JOINT_TYPES}, got "
+                                 f"{shown(kind)}")
+    rows = _field(entry, "point_directions", where, np.eye(3).tolist())
+    if not isinstance(rows, list) or not 1 <= len(rows) <= 3:
         raise MechanismFileError(f"{where}.point_directions: needs 1 to 3 rows")
+    directions = _array(rows, (len(rows), 3), f"{where}.point_directions")
     directions = np.array(
         [_unit(row, 3, f"{where}.point_directions[{i}]") for i, row in enumerate(directions)]
     )
     return Joint(
-        name=str(_field(entry, "name", where)),
+        name=_name(entry, "name", where),
         type=kind,
-        parent=str(_field(entry, "parent", where)),
-        child=str(_field(entry, "child", where)),
+        parent=_name(entry, "parent", where),
+        child=_name(entry, "child", where),
         parent_point=_array(_field(entry, "parent_point", where), (3,), f"{where}.parent_point"),
         child_point=_array(_field(entry, "child_point", where), (3,), f"{where}.child_point"),
         axis=_unit(_field(entry, "axis", where, [0.0, 1.0, 0.0]), 3, f"{where}.axis"),
@@ -118,8 +147,8 @@ def _joint(entry: dict[str, Any], where: str) -> Joint:
 
 def _actuator(entry: dict[str, Any], where: str) -> Actuator:
     return Actuator(
-        name=str(_field(entry, "name", where)),
-        joint=str(_field(entry, "joint", where)),
+        name=_name(entry, "name", where),
+        joint=_name(entry, "joint", where),
         peak_torque=_positive(
             _field(entry, "peak_torque", where, float("inf")), f"{where}.peak_torque", True
         ),
@@ -130,12 +159,12 @@ def _actuator(entry: dict[str, Any], where: str) -> Actuator:
 
 
 def _contact(entry: dict[str, Any], where: str) -> Contact:
-    friction = float(_field(entry, "friction", where))
+    friction = _number(_field(entry, "friction", where), f"{where}.friction")
     if not friction >= 0.0:
         raise MechanismFileError(f"{where}.friction: must be >= 0, got {friction!r}")
     return Contact(
-        name=str(_field(entry, "name", where)),
-        body=str(_field(entry, "body", where)),
+        name=_name(entry, "name", where),
+        body=_name(entry, "body", where),
         point=_array(_field(entry, "point", where), (3,), f"{where}.point"),
         radius=_positive(_field(entry, "radius", where), f"{where}.radius"),
         friction=friction,
@@ -160,7 +189,7 @@ def mechanism_from_dict(document: Any) -> Mechanism:
     builders = {"bodies": _body, "joints": _joint, "actuators": _actuator, "contacts": _contact}
     parts = {
         key: tuple(
-            build(entry, f"{key}[{i}]({entry.get('name', '?')})")
+            build(entry, f"{key}[{i}]({_label(entry)})")
             for i, entry in enumerate(_entries(document, key, key in ("bodies", "joints")))
         )
         for key, build in builders.items()
@@ -168,18 +197,23 @@ def mechanism_from_dict(document: Any) -> Mechanism:
     gravity = _array(document.get("gravity", [0.0, 0.0, -9.807]), (3,), "gravity")
     try:
         return Mechanism(
-            name=str(document.get("name", "mechanism")),
+            name=_label(document, "mechanism"),
             gravity=gravity,
             **parts,  # type: ignore[arg-type]
         )
-    except (ValueError, KeyError) as error:
-        raise MechanismFileError(str(error)) from error
+    except (ValueError, KeyError) as error:  # names in it are the file's: cut
+        raise MechanismFileError(str(error)[:300]) from error
 
 
 def load_mechanism(path: str | Path) -> Mechanism:
     """Read a mechanism YAML file (see the module docstring for the layout)."""
-    with open(path, encoding="utf-8") as stream:
-        document = yaml.safe_load(stream)
+    try:
+        with open(path, encoding="utf-8") as stream:
+            document = yaml.safe_load(stream)
+    except (yaml.YAMLError, UnicodeDecodeError, ValueError) as error:  # ValueError: long ints
+        raise MechanismFileError(f"{path}: not valid YAML ({str(error)[:300]})") from None
+    except RecursionError:
+        raise MechanismFileError(f"{path}: not valid YAML (nested too deeply)") from None
     try:
         return mechanism_from_dict(document)
     except MechanismFileError as error:

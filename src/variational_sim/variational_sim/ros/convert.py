@@ -10,6 +10,7 @@ are built with ``mav_ros_common`` (``stamps``, ``diagnostics``).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from geometry_msgs.msg import (
@@ -27,6 +28,7 @@ from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import Marker, MarkerArray
 
 from mav_geometry.arrays import FloatArray
+from mav_geometry.shown import shown
 from mav_ros_common.stamps import fill_seconds, from_seconds
 
 Floats = Sequence[float] | FloatArray
@@ -162,17 +164,17 @@ def actuator_command(message: JointState, rotor_count: int,
     """
     index = {name: k for k, name in enumerate(message.name)}
     if len(index) != len(message.name):  # which of the values was meant is unknowable
-        repeated = sorted({n for n in message.name if list(message.name).count(n) > 1})
-        raise CommandError("duplicate_joint", f"{repeated[:4]} named more than once")
+        repeated = sorted(name for name, n in Counter(message.name).items() if n > 1)
+        raise CommandError("duplicate_joint", f"{shown(repeated)} named more than once")
     rotor_names = [f"rotor_{i}" for i in range(rotor_count)]
     tilt_names = [f"tilt_{i}" for i in range(tilt_count)]
     # A command for another vehicle (e.g. six rotors) must not be half applied to this one.
     unknown = sorted(set(index) - set(rotor_names) - set(tilt_names))
     if unknown:
-        raise CommandError("unknown_joint", f"{unknown} are not joints of this vehicle")
+        raise CommandError("unknown_joint", f"{shown(unknown)} are not joints of this vehicle")
     missing = [name for name in rotor_names if name not in index]
     if missing:
-        raise CommandError("missing_rotor", f"no {missing[0]} in {list(message.name)}")
+        raise CommandError("missing_rotor", f"no {missing[0]} in {shown(list(message.name))}")
     velocity, position = message.velocity, message.position
     if len(velocity) != len(message.name) or (tilt_count and any(
             name in index for name in tilt_names) and len(position) != len(message.name)):

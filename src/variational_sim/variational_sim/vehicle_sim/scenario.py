@@ -49,6 +49,7 @@ from typing import Any
 
 import yaml
 
+from mav_geometry.shown import shown
 from variational_sim.sensors.base import Fault
 from variational_sim.vehicle_sim.wind import Gust, WindConfig
 
@@ -146,12 +147,6 @@ def _check_keys(where: str, entry: dict[str, Any], known: list[str]) -> None:
                                 f"{_closest(str(key), known)}; known: {', '.join(known)}")
 
 
-def _shown(value: Any) -> str:
-    """A user value for a message, cut short (a file may hold anything)."""
-    text = repr(value) if not isinstance(value, int) else str(value)[:80]
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _number(where: str, name: str, value: Any, low: float = -math.inf,
             high: float = math.inf) -> float:
     number = math.nan
@@ -161,14 +156,14 @@ def _number(where: str, name: str, value: Any, low: float = -math.inf,
         except OverflowError:  # an integer with hundreds of digits
             number = math.nan
     if not (math.isfinite(number) and low <= number <= high):
-        raise ScenarioError(f"{where}: {name} = {_shown(value)} must be a number in "
+        raise ScenarioError(f"{where}: {name} = {shown(value)} must be a number in "
                             f"[{low}, {high}]")
     return number
 
 
 def _vector(where: str, name: str, value: Any) -> tuple[float, float, float]:
     if not isinstance(value, list | tuple) or len(value) != 3:
-        raise ScenarioError(f"{where}: {name} = {_shown(value)} must be 3 numbers")
+        raise ScenarioError(f"{where}: {name} = {shown(value)} must be 3 numbers")
     x, y, z = (_number(where, f"{name}[{i}]", v) for i, v in enumerate(value))
     return (x, y, z)
 
@@ -178,7 +173,7 @@ def parse_event(where: str, entry: Any) -> ScenarioEvent:
     if not isinstance(entry, dict) or "type" not in entry:
         raise ScenarioError(f"{where}: must be a mapping with a 'type' (one of "
                             f"{', '.join(EVENT_TYPES)})")
-    kind = str(entry["type"])
+    kind = entry["type"] if isinstance(entry["type"], str) else shown(entry["type"])
     event_type = EVENT_TYPES.get(kind)
     if event_type is None:
         raise ScenarioError(f"{where}: unknown type '{kind[:60]}'"
@@ -200,7 +195,7 @@ def parse_event(where: str, entry: Any) -> ScenarioEvent:
         elif name == "rotor":
             rotor = entry[name]
             if isinstance(rotor, bool) or not isinstance(rotor, int) or not 0 <= rotor < 1000:
-                raise ScenarioError(f"{where}: rotor = {_shown(rotor)} must be a rotor "
+                raise ScenarioError(f"{where}: rotor = {shown(rotor)} must be a rotor "
                                     "index (0-based, vehicle file order)")
             value.append(float(rotor))
         else:
@@ -281,4 +276,6 @@ def load_scenario(path: Path) -> Scenario:
         document = yaml.safe_load(text)
     except (yaml.YAMLError, ValueError) as error:  # ValueError: integers too long to read
         raise ScenarioError(f"scenario file {path}: not valid YAML ({str(error)[:300]})") from None
+    except RecursionError:
+        raise ScenarioError(f"scenario file {path}: not valid YAML (nested too deeply)") from None
     return parse_scenario(document, Path(path).stem)
