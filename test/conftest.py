@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import queue
 import random
@@ -12,12 +13,37 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, NoReturn
+from typing import IO, Any, NoReturn
 
 import pytest
 
 # Fast DDS maps the domain id to UDP ports; ids above 232 overflow the port range.
 _MAX_DOMAIN_ID = 232
+
+
+_started_early: list[Any] = []
+"""What the selected test modules started at the end of collection (see below)."""
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Let each selected test module start its slow background work (its ``start_early()``,
+    e.g. test_colcon's colcon build) as soon as the session knows what it runs, so that the
+    work uses the second core while the tests before the module run."""
+    if session.config.option.collectonly:
+        return
+    modules = {module for item in session.items
+               if (module := item.getparent(pytest.Module)) is not None}
+    for module in sorted(modules, key=lambda module: module.nodeid):
+        start = getattr(module.obj, "start_early", None)
+        if start is not None:
+            _started_early.append(start())
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop what was started early and never waited for (its module failed or stopped)."""
+    for work in _started_early:
+        work.close()
+    _started_early.clear()
 
 
 @pytest.fixture(scope="session")
@@ -156,3 +182,43 @@ def spawn_peer(
     finally:
         for peer in peers:
             peer.close()
+
+
+_RUN_IN_CHILD = """
+import ast, sys
+from pathlib import Path
+from mav_bringup.graph.runner import RunOptions, run
+result = run(RunOptions(output_dir=Path(sys.argv[2]), progress=False,
+                        **ast.literal_eval(sys.argv[1])))
+sys.exit(result.exit_code)
+"""
+"""A ``mav-sim`` run (``mav_bringup.graph.runner.run``) in a child process: argv[1] is the
+repr of RunOptions' other fields, argv[2] the output directory."""
+
+
+@pytest.fixture(scope="session")
+def run_in_child(
+    ros_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., PeerProcess]]:
+    """Factory of lock-step ``mav-sim`` runs in child processes, each on a ROS domain of its
+    own (next to the session's), so that independent recorded runs use both cores at once
+    and none sees another's topics. ``start(name, output_dir, **options)`` takes the
+    RunOptions fields as literals; ``wait()`` on the returned process gives its exit code."""
+    logs = tmp_path_factory.mktemp("run_in_child")
+    session_domain = int(ros_env["ROS_DOMAIN_ID"])
+    offsets = itertools.count(1)
+    children: list[PeerProcess] = []
+
+    def start(name: str, output_dir: Path, **options: object) -> PeerProcess:
+        domain = (session_domain - 1 + next(offsets)) % _MAX_DOMAIN_ID + 1
+        env = {**ros_env, "ROS_DOMAIN_ID": str(domain)}
+        child = PeerProcess(name, ["-c", _RUN_IN_CHILD, repr(options), str(output_dir)],
+                            env, logs)
+        children.append(child)
+        return child
+
+    try:
+        yield start
+    finally:
+        for child in children:
+            child.close()

@@ -23,6 +23,11 @@ fix-up of tools/cmake/ros_wheels_fixup.cmake. On a ROS distro none of this is ne
 The colcon commands after the build run with the install sourced (`. install/setup.sh`),
 without the venv on the ament path, as a user does after a build: nodes look their vehicle
 files up in the installed mav_bringup.
+
+Wall time: the build starts in the background as soon as the session has collected this
+module (``start_early``, called by test/conftest.py), so that its compiling overlaps the
+tests that run before this module; the three `colcon test` and collection runs of the last
+test run at once.
 """
 
 from __future__ import annotations
@@ -30,10 +35,13 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,7 +54,8 @@ BRINGUP = "mav_bringup"
 VENV_BIN = Path(sys.executable).parent
 VENV = Path(sys.prefix)
 # A colcon build with an interface package, then `colcon test`: minutes, not the default 300 s.
-pytestmark = pytest.mark.timeout(1200)
+BUILD_TIMEOUT_S = 1200
+pytestmark = pytest.mark.timeout(BUILD_TIMEOUT_S)
 
 
 def _clean_environment() -> dict[str, str]:
@@ -57,6 +66,47 @@ def _clean_environment() -> dict[str, str]:
         "PYTEST_CURRENT_TEST"}}
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     return env
+
+
+class _Background:
+    """`command` in bash from the repository root (after sourcing the install if asked),
+    running while the caller does something else; its output goes to files, so that no
+    full pipe stalls it."""
+
+    def __init__(self, command: str, workspace: Path, name: str, sourced: bool = True,
+                 extra_env: dict[str, str] | None = None) -> None:
+        self.command = command
+        prefix = f". {shlex.quote(str(workspace / 'install' / 'setup.sh'))} && " if sourced \
+            else ""
+        env = {**_clean_environment(), **(extra_env or {})}
+        self._outputs = [(workspace / f"{name}.{stream}").open("w+")
+                         for stream in ("stdout", "stderr")]
+        self.proc = subprocess.Popen(["bash", "-c", prefix + command], cwd=ROOT, env=env,
+                                     stdout=self._outputs[0], stderr=self._outputs[1],
+                                     text=True)
+
+    def finish(self, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Wait for the command; its exit code and output (AssertionError if it failed and
+        ``check``)."""
+        try:
+            code = self.proc.wait(timeout=BUILD_TIMEOUT_S)
+            for output in self._outputs:
+                output.seek(0)
+            stdout, stderr = (output.read() for output in self._outputs)
+        finally:
+            self.close()
+        if check and code != 0:
+            raise AssertionError(f"{self.command} failed ({code}):\n"
+                                 f"{stdout[-4000:]}\n{stderr[-4000:]}")
+        return subprocess.CompletedProcess(self.command, code, stdout, stderr)
+
+    def close(self) -> None:
+        """Stop the command if it still runs; always safe to call."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for output in self._outputs:
+            output.close()
 
 
 def _run(command: str, workspace: Path, sourced: bool = True, check: bool = True,
@@ -89,18 +139,50 @@ def _wheels_cmake_args() -> str:
     return "--cmake-args " + " ".join(shlex.quote(arg) for arg in args)
 
 
+class _Build:
+    """A colcon build of the repository into a new temporary build/install/log space,
+    running in the background."""
+
+    def __init__(self) -> None:
+        self.space = Path(tempfile.mkdtemp(prefix="colcon-"))
+        # --test-result-base at build time: ament_cmake packages write their test results
+        # there (AMENT_TEST_RESULTS_DIR), next to the pytest results of `colcon test`.
+        self.process = _Background(
+            f"colcon --log-base {self.space / 'log'} build {_spaces(self.space)} "
+            f"--test-result-base {self.space / 'results'} {_wheels_cmake_args()} "
+            "--event-handlers console_direct-",
+            self.space, "build", sourced=False,
+            extra_env={"AMENT_PREFIX_PATH": str(VENV), "CMAKE_PREFIX_PATH": str(VENV)})
+
+    def close(self) -> None:
+        """Stop the build if it still runs and remove its space; always safe to call."""
+        self.process.close()
+        shutil.rmtree(self.space, ignore_errors=True)
+
+
+_early_build: list[_Build] = []
+"""The build started by ``start_early`` and not yet taken by ``workspace`` (at most one)."""
+
+
+def start_early() -> _Build:
+    """Start the build when the session has collected this module (test/conftest.py calls
+    it): a minute or two of compiling, on the second core while the other tests run rather
+    than on the critical path. The conftest closes it at the end of the session."""
+    build = _Build()
+    _early_build.append(build)
+    return build
+
+
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A colcon build of the repository in a temporary build/install/log space."""
-    space = tmp_path_factory.mktemp("colcon")
-    # --test-result-base at build time: ament_cmake packages write their test results
-    # there (AMENT_TEST_RESULTS_DIR), next to the pytest results of `colcon test`.
-    _run(f"colcon --log-base {space / 'log'} build {_spaces(space)} "
-         f"--test-result-base {space / 'results'} {_wheels_cmake_args()} "
-         "--event-handlers console_direct-",
-         space, sourced=False,
-         extra_env={"AMENT_PREFIX_PATH": str(VENV), "CMAKE_PREFIX_PATH": str(VENV)})
-    return space
+def workspace() -> Iterator[Path]:
+    """The build's space once it finished (the build started early, or a new one), removed
+    after the module."""
+    build = _early_build.pop() if _early_build else _Build()
+    try:
+        build.process.finish()
+        yield build.space
+    finally:
+        build.close()
 
 
 def test_colcon_finds_exactly_the_product_packages(workspace: Path) -> None:
@@ -171,25 +253,43 @@ def _collected_count(output: str, what: str) -> int:
     return int(match.group(1))
 
 
-def _collected(package: str) -> int:
-    """Number of tests pytest collects for one package's test folder in the source tree."""
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-         str(ROOT / "src" / package / "test")],
-        cwd=ROOT, env=_clean_environment(), capture_output=True, text=True, check=False)
-    return _collected_count(result.stdout + result.stderr, f"pytest --collect-only {package}")
+def _start_collection(workspace: Path) -> _Background:
+    """pytest's collection of every package's test folder in the source tree: one
+    interpreter start and one import of the stack, not one per package."""
+    folders = [f"src/{package}/test" for package in PACKAGES]
+    return _Background(shlex.join([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                                   "-p", "no:cacheprovider", *folders]),
+                       workspace, "pytest_collection", sourced=False)
 
 
-def _colcon_test(workspace: Path, packages: list[str], pytest_args: str) -> dict[str, str]:
-    """`colcon test` of `packages`, one after the other; each package's console output."""
-    output = _run(
-        f"colcon --log-base {workspace / 'log'} test {_spaces(workspace)} "
+def _collected(collection: _Background) -> dict[str, int]:
+    """Number of tests pytest collects for each package's test folder (the test ids of the
+    collection, split by the folder each starts with)."""
+    result = collection.finish(check=False)
+    total = _collected_count(result.stdout + result.stderr, "pytest --collect-only")
+    ids = [line for line in result.stdout.splitlines() if "::" in line]
+    assert len(ids) == total, f"{len(ids)} test ids listed, {total} collected"
+    return {package: sum(1 for test_id in ids if test_id.startswith(f"src/{package}/test/"))
+            for package in PACKAGES}
+
+
+def _start_colcon_test(workspace: Path, packages: list[str], pytest_args: str,
+                       name: str) -> _Background:
+    """`colcon test` of `packages`, one after the other, with a log space of its own (so
+    that two of them can run at once)."""
+    return _Background(
+        f"colcon --log-base {workspace / f'log_{name}'} test {_spaces(workspace)} "
         f"--test-result-base {workspace / 'results'} --executor sequential "
         # Selected by path: colcon-package-selection is not among the pinned tools.
         f"--paths {' '.join(str(ROOT / 'src' / package) for package in packages)} "
         f"--event-handlers console_direct+ console_start_end+ "
         # Reproducible property tests, as tools/test runs them in CI.
-        f"--pytest-args ' --hypothesis-profile=ci'{pytest_args}", workspace).stdout
+        f"--pytest-args ' --hypothesis-profile=ci'{pytest_args}", workspace, name)
+
+
+def _colcon_test_output(colcon_test: _Background) -> dict[str, str]:
+    """Each package's console output of a finished `colcon test`."""
+    output = colcon_test.finish().stdout
     # Sequential: each package's output lies between its start and end lines.
     parts = re.split(r"^Starting >>> (\S+)$", output, flags=re.MULTILINE)
     return dict(zip(parts[1::2], parts[2::2], strict=True))
@@ -214,8 +314,18 @@ def _junit_counts(workspace: Path, package: str) -> dict[str, int]:
 def test_colcon_test_runs_or_collects_every_package_suite(workspace: Path) -> None:
     ran = sorted(COLCON_RUNS)
     collected_only = [package for package in PACKAGES if package not in COLCON_RUNS]
-    _colcon_test(workspace, ran, "")
-    collection = _colcon_test(workspace, collected_only, " --collect-only -q")
+    # Three independent runs at once: the suites run in full, colcon's collection of the
+    # others and pytest's collection in the source tree.
+    started = [_start_colcon_test(workspace, ran, "", "run"),
+               _start_colcon_test(workspace, collected_only, " --collect-only -q", "collect"),
+               _start_collection(workspace)]
+    try:
+        _colcon_test_output(started[0])
+        collection = _colcon_test_output(started[1])
+        collected = _collected(started[2])
+    finally:
+        for background in started:
+            background.close()
     print("\npackage                colcon test   pytest --collect-only")
     for package in PACKAGES:
         if package in COLCON_RUNS:
@@ -226,7 +336,7 @@ def test_colcon_test_runs_or_collects_every_package_suite(workspace: Path) -> No
         else:
             assert package in collection, f"colcon test did not start {package}"
             count = _collected_count(collection[package], f"colcon test {package}")
-        expected = _collected(package)
+        expected = collected[package]
         print(f"{package:<22} {count:>11}   {expected:>21}"
               f"{'' if package in COLCON_RUNS else '   (collected)'}")
         assert count > 0, f"colcon test found no test of {package}"

@@ -145,7 +145,10 @@ def expected_count(rate_hz: float, span_s: float) -> tuple[float, float]:
 @pytest.fixture(scope="module")
 def one_process_run(ros_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory,
                     seed: int) -> RunResult:
-    """One closed-loop run of the default graph (quadrotor, figure-eight, on the estimate)."""
+    """One closed-loop run of the default graph (quadrotor, figure-eight, on the estimate).
+
+    Not overlapped with the GNSS-outage run: two graphs on two cores starve the estimator's
+    best-effort IMU stream at times, and the outage test's 3-sigma fractions then fail."""
     output = tmp_path_factory.mktemp("one_process") / "run"
     result = run(RunOptions(duration_s=ONE_PROCESS_DURATION_S, output_dir=output,
                             seed=seed, progress=False))
@@ -497,18 +500,35 @@ class OutageRun:
     statuses: list[tuple[float, Status]]
 
 
+@dataclass(frozen=True)
+class OutageChild:
+    """The GNSS-outage run in flight in its child process, and where it records."""
+
+    process: PeerProcess
+    output: Path
+
+
 @pytest.fixture(scope="module")
-def outage_run(ros_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory,
-               seed: int) -> OutageRun:
-    """One recorded closed-loop run with the GNSS outage scheduled in the simulator."""
+def outage_child(run_in_child: Callable[..., PeerProcess],
+                 tmp_path_factory: pytest.TempPathFactory, seed: int) -> OutageChild:
+    """One recorded closed-loop run with the GNSS outage scheduled in the simulator, started
+    in a child process on a ROS domain of its own (``run_in_child``)."""
     output = tmp_path_factory.mktemp("gnss_outage") / "run"
-    result = run(RunOptions(duration_s=ONE_PROCESS_DURATION_S, output_dir=output, report=False,
-                            seed=seed, progress=False,
-                            overrides={SIMULATOR: {"gnss_outages": OUTAGE_S}}))
-    assert result.bag is not None
-    with Reader(result.bag) as reader:
+    process = run_in_child("gnss_outage", output, duration_s=ONE_PROCESS_DURATION_S,
+                           report=False, seed=seed,
+                           overrides={SIMULATOR: {"gnss_outages": OUTAGE_S}})
+    return OutageChild(process, output)
+
+
+@pytest.fixture(scope="module")
+def outage_run(outage_child: OutageChild) -> OutageRun:
+    """The GNSS-outage run once it finished: its recorded series and diagnostic statuses."""
+    exit_code = outage_child.process.wait(FLIGHT_TIMEOUT_S)
+    assert exit_code == 0, outage_child.process.stderr_text()
+    bag = outage_child.output / "bag"
+    with Reader(bag) as reader:
         statuses = list(_diagnostic_statuses(reader))
-    return OutageRun(read_run(result.bag, _simulator_datum()), statuses)
+    return OutageRun(read_run(bag, _simulator_datum()), statuses)
 
 
 def _window(series: OdometrySeries, start_s: float, end_s: float) -> OdometrySeries:

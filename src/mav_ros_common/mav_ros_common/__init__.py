@@ -7,6 +7,9 @@
 - ``stamps``: ``builtin_interfaces/Time`` <-> seconds and nanoseconds;
 - ``diagnostics``: ``/diagnostics`` messages (levels, key/values, the topic);
 - ``node_main``: the ``main()`` of a node (init, spin, shutdown, exit codes);
+- ``exit_codes``: the exit codes of every node and command;
+- ``streams``: bounded summaries of long sample streams for the reports (running
+  statistics, min/max-preserving decimation; numpy only);
 - ``resources``: installed share files (launch, parameter, vehicle and robot files).
 
 No core module imports this package: only the ROS shells (``*/ros/``) and the bringup do.

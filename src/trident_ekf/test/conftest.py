@@ -4,7 +4,11 @@ logs), and a private rclpy context for the real-DDS tests."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import warnings
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -86,3 +90,21 @@ def context() -> Iterator[Context]:
     """A private rclpy context for the real-DDS tests of a module."""
     with private_context() as context:
         yield context
+
+
+@pytest.fixture(scope="session")
+def replay_pool() -> Iterator[ProcessPoolExecutor]:
+    """Worker processes, one per core, for independent replays: a module submits its
+    replays at once (``replay_pool.submit(replay, ...)``) so that they run side by side.
+
+    Workers are spawned (never forked from a process with rclpy's threads) and, as pytest's
+    ``filterwarnings`` does here, turn a RuntimeWarning into an error. At the end of the
+    session replays that no test waited for (tests deselected) are cancelled."""
+    pool = ProcessPoolExecutor(max_workers=os.cpu_count() or 1,
+                               mp_context=multiprocessing.get_context("spawn"),
+                               initializer=warnings.simplefilter,
+                               initargs=("error", RuntimeWarning))
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -9,6 +9,7 @@ yaw becomes true heading on (``Log171.magnetic_reference_until``). The log's tun
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 import pytest
@@ -17,18 +18,31 @@ from trident_ekf.tools.replay import Aiding, Topics, replay
 
 OUTAGE = (100.0, 30.0)  # s after the first IMU sample: in the air
 Log171 = Any  # conftest.Log171 (conftest modules are not importable under importlib mode)
+Summary = dict[str, Any]
 
 
-def _replay(log: Log171, **aiding: Any) -> dict[str, Any]:
+def _replay(pool: ProcessPoolExecutor, log: Log171, **aiding: Any) -> Future[Summary]:
     options = {"settings": log.settings, "stop": log.crash,
                "evaluate_from": log.magnetic_reference_until, **aiding}
-    return replay(log.bag, None, Topics(), "trident", log.config, log.initializer(), 50.0, None,
-                  aiding=Aiding(**options))
+    return pool.submit(replay, log.bag, None, Topics(), "trident", log.config,
+                       log.initializer(), 50.0, None, aiding=Aiding(**options))
 
 
 @pytest.fixture(scope="module")
-def aided(log171: Log171) -> dict[str, Any]:
-    return _replay(log171)
+def replays(log171: Log171, replay_pool: ProcessPoolExecutor) -> dict[str, Future[Summary]]:
+    """The module's replays, submitted at once so that they run side by side in the pool."""
+    return {
+        "aided": _replay(replay_pool, log171),
+        "outage": _replay(replay_pool, log171, gnss_outage=OUTAGE),
+        "outage_without_barometer": _replay(replay_pool, log171, gnss_outage=OUTAGE,
+                                            disable=("barometer",)),
+        "hover": _replay(replay_pool, log171, stop=60.0, evaluate_from=0.0),
+    }
+
+
+@pytest.fixture(scope="module")
+def aided(replays: dict[str, Future[Summary]]) -> Summary:
+    return replays["aided"].result()
 
 
 def test_barometer_and_magnetometer_are_fused(aided: dict[str, Any]) -> None:
@@ -51,14 +65,14 @@ def test_every_fused_measurement_is_consistent(aided: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def outage(log171: Log171) -> dict[str, Any]:
-    return _replay(log171, gnss_outage=OUTAGE)
+def outage(replays: dict[str, Future[Summary]]) -> Summary:
+    return replays["outage"].result()
 
 
-def test_the_barometer_holds_the_height_through_a_gnss_outage(log171: Log171,
-                                                              outage: dict[str, Any]) -> None:
+def test_the_barometer_holds_the_height_through_a_gnss_outage(
+        replays: dict[str, Future[Summary]], outage: Summary) -> None:
     with_baro = outage
-    without = _replay(log171, gnss_outage=OUTAGE, disable=("barometer",))
+    without = replays["outage_without_barometer"].result()
     assert with_baro["gnss_outage_dropped_messages"] == 2 * 5 * OUTAGE[1]  # fix + vel, 5 Hz
     # Measured: 1.7 m with the barometer (4.1 m while the barometer offset state held the
     # whole 64 m offset and decayed), 73 m without.
@@ -81,13 +95,13 @@ def test_the_horizontal_bound_holds_the_drift_through_a_gnss_outage(
     assert result["outage_max_horizontal_error_m"] < 200.0
 
 
-def test_the_yaw_in_the_hover_is_true_heading(log171: Log171) -> None:
+def test_the_yaw_in_the_hover_is_true_heading(replays: dict[str, Future[Summary]]) -> None:
     """Before ``magnetic_reference_until`` EKF1's yaw is magnetic heading: on the ground
     until 60 s the estimate's yaw differs from it by the declination of the World Magnetic
     Model at the site (12.39 deg east, the NOAA calculator's value for the log's place and
     date), steadily (measured 12.27 +- 0.44 deg). With EKF1 turned to true heading the hover
     is inside the 5 deg of the flight."""
-    hover = _replay(log171, stop=60.0, evaluate_from=0.0)
+    hover = replays["hover"].result()
     assert hover["reference_samples"] > 150
     for window in ("", "_second_half", "_last_fifth"):  # steady, not a noisy yaw
         assert hover[f"rmse_yaw_deg{window}"] == pytest.approx(12.39, abs=1.0)

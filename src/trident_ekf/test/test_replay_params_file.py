@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,10 @@ WINDOW = ("--stop", "110", "--evaluate-from", "70")  # s: aided flight, fast to 
 Log171 = Any  # conftest.Log171 (conftest modules are not importable under importlib mode)
 
 
-def _cli(bag: Path, *arguments: str) -> dict[str, Any]:
-    return replay.run(replay.parse_args([str(bag), *arguments]))
+def _cli(pool: ProcessPoolExecutor, bag: Path, *arguments: str) -> Future[dict[str, Any]]:
+    """The command's replay, submitted to the pool (the arguments are parsed here), so that
+    the replays of a test run side by side."""
+    return pool.submit(replay.run, replay.parse_args([str(bag), *arguments]))
 
 
 def _tuning_file(tmp_path: Path, **changes: Any) -> Path:
@@ -40,13 +43,15 @@ def _tuning_file(tmp_path: Path, **changes: Any) -> Path:
     return path
 
 
-def test_the_file_gives_the_replay_of_the_tested_tuning(log171: Log171) -> None:
+def test_the_file_gives_the_replay_of_the_tested_tuning(
+        log171: Log171, replay_pool: ProcessPoolExecutor) -> None:
     """The command with the file replays exactly as the API with the same tuning."""
-    from_file = _cli(log171.bag, "--params-file", str(LOG171_TUNING), *WINDOW)
-    direct = replay.replay(log171.bag, None, Topics(), "trident", log171.config,
-                           log171.initializer(), 50.0, None,
-                           aiding=Aiding(settings=log171.settings, stop=110.0,
-                                         evaluate_from=70.0))
+    from_file_run = _cli(replay_pool, log171.bag, "--params-file", str(LOG171_TUNING), *WINDOW)
+    direct_run = replay_pool.submit(
+        replay.replay, log171.bag, None, Topics(), "trident", log171.config,
+        log171.initializer(), 50.0, None,
+        aiding=Aiding(settings=log171.settings, stop=110.0, evaluate_from=70.0))
+    from_file, direct = from_file_run.result(), direct_run.result()
     assert from_file["aiding"] == ["barometer", "gnss_position", "gnss_velocity",
                                    "magnetometer"]
     for key in ("rmse_horizontal_m", "rmse_vertical_m", "rmse_yaw_deg"):
@@ -55,8 +60,8 @@ def test_the_file_gives_the_replay_of_the_tested_tuning(log171: Log171) -> None:
         assert from_file["sources"][name]["nis_mean"] == source["nis_mean"], name
 
 
-def test_flags_override_the_file_and_disabled_sources_are_not_fused(log171: Log171,
-                                                                    tmp_path: Path) -> None:
+def test_flags_override_the_file_and_disabled_sources_are_not_fused(
+        log171: Log171, tmp_path: Path, replay_pool: ProcessPoolExecutor) -> None:
     path = _tuning_file(tmp_path, **{"magnetometer.enabled": False})
     args = replay.parse_args([str(log171.bag), "--params-file", str(path), "--gyro-noise",
                               "0.004", "--set", "barometer.noise_sigma_m=0.5", "--yaw", "90"])
@@ -66,12 +71,14 @@ def test_flags_override_the_file_and_disabled_sources_are_not_fused(log171: Log1
     assert args.parameters["initial_yaw_deg"] == 90.0
     assert args.parameters["filter"] == "trident"  # the node's default
     args.stop, args.evaluate_from = 110.0, 70.0
-    summary = replay.run(args)
+    summary_run = replay_pool.submit(replay.run, args)
+    again_run = _cli(replay_pool, log171.bag, "--params-file", str(path), "--aid",
+                     "magnetometer", *WINDOW)
+    summary = summary_run.result()
     assert summary["aiding"] == ["barometer", "gnss_position", "gnss_velocity"]
     assert summary["yaw_source"] == "parameter"
     assert math.isfinite(summary["rmse_horizontal_m"])
-    again = _cli(log171.bag, "--params-file", str(path), "--aid", "magnetometer", *WINDOW)
-    assert "magnetometer" in again["aiding"]
+    assert "magnetometer" in again_run.result()["aiding"]
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -104,12 +111,13 @@ def test_a_missing_file_is_a_usage_error(log171: Log171, tmp_path: Path,
     assert "cannot read the parameter file" in capsys.readouterr().err
 
 
-def test_evaluate_from_and_start_do_what_they_say(log171: Log171) -> None:
+def test_evaluate_from_and_start_do_what_they_say(log171: Log171,
+                                                   replay_pool: ProcessPoolExecutor) -> None:
     """``--evaluate-from`` moves only the comparison, ``--start`` only the estimator's start
     (the command passed each as the other before)."""
-    whole = _cli(log171.bag, "--stop", "110")
-    evaluated = _cli(log171.bag, "--stop", "110", "--evaluate-from", "70")
-    started = _cli(log171.bag, "--stop", "110", "--start", "70")
+    runs = [_cli(replay_pool, log171.bag, "--stop", "110", *extra)
+            for extra in ((), ("--evaluate-from", "70"), ("--start", "70"))]
+    whole, evaluated, started = (run.result() for run in runs)
     assert evaluated["first_estimate_time_s"] == whole["first_estimate_time_s"]
     assert evaluated["reference_samples"] < 0.6 * whole["reference_samples"]
     assert started["first_estimate_time_s"] > whole["first_estimate_time_s"] + 20.0
