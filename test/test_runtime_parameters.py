@@ -445,7 +445,9 @@ ESTIMATOR_FILTER = {
     "outage_timeout_floor": 2.0, "divergence_position_sigma": 500.0,
     "max_consecutive_rejections": 10, "reset_on_divergence": False, "history_length": 0.5,
     "gnss_covariance_includes_bias": False,
-    "gnss_white_sigma_floor": 0.02,
+    "gnss_white_sigma_floor": 0.02, "consistency_probability": 0.999, "gyro_range": 20.0,
+    "accel_range": 100.0, "max_imu_stamp_jump": 5.0, "clock_change_samples": 8,
+    "imu_timeout": 2.0,
 }
 ESTIMATOR_NODE = {
     "output_rate_hz": 50.0,

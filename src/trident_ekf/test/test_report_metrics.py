@@ -4,6 +4,8 @@ table when the filter re-applies updates after a delayed measurement."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -68,8 +70,27 @@ def test_a_re_applied_update_replaces_its_first_result():
     them again: the table keeps one row per measurement, with its last result."""
     series = ReportSeries()
     for t, nis in ((1.0, 9.0), (2.0, 1.0), (1.0, 3.0)):  # stamp 1.0 again, after a rewind
-        series.add_update(UpdateResult("barometer", t, np.array([0.1]), nis, 1, True))
-    series.add_update(UpdateResult("barometer", 3.0, np.array([5.0]), 30.0, 1, False, "gated"))
+        series.add_update(UpdateResult("barometer", t, np.array([0.1]), nis, 1, True), 2.0)
+    series.add_update(UpdateResult("barometer", 3.0, np.array([5.0]), 30.0, 1, False, "gated"),
+                      3.0)
     table = series.summary()["nis_by_source"]["barometer"]
     assert (table["updates"], table["accepted"]) == (3, 2)
     assert table["nis_mean"] == pytest.approx(2.0)  # (3 + 1) / 2: the first 9.0 is replaced
+
+
+def test_a_late_measurement_re_applied_long_after_its_stamp_is_still_one_row():
+    """A measurement that arrived later than the filter's history is applied at the filter's
+    time; a delayed fix can re-apply it more than the history after its stamp (seen on
+    data/px4_real: a barometer reading re-applied 2.3 s after its stamp). Its first result
+    is still replaceable then, because settling goes by when the filter applied it."""
+    series = ReportSeries(history_s=1.0)
+    for k in range(400):  # 50 Hz up to 7.98 s, applied on time
+        series.add_update(UpdateResult("barometer", k / 50, np.array([0.1]), 1.0, 1, True),
+                          k / 50)
+    late = UpdateResult("barometer", 5.51, np.array([0.1]), 9.0, 1, True)
+    series.add_update(late, 7.9)  # 2.39 s late: applied at the filter's time
+    series.add_update(UpdateResult("barometer", 8.0, np.array([0.1]), 1.0, 1, True), 8.0)
+    series.add_update(replace(late, nis=4.0), 8.01)  # re-applied after a delayed fix
+    table = series.summary()["nis_by_source"]["barometer"]
+    assert (table["updates"], table["accepted"]) == (402, 402)
+    assert table["nis_mean"] == pytest.approx((401 + 4.0) / 402)  # 9.0 replaced

@@ -24,7 +24,8 @@ def _feed(seconds: float) -> tuple[SourceUpdates, int, np.ndarray, np.ndarray]:
     updates = SourceUpdates(1, WINDOW_S)
     most = 0
     for k in range(n):
-        updates.add(k / RATE_HZ, float(nis[k]), bool(accepted[k]), np.array([nis[k] ** 0.5]))
+        updates.add(k / RATE_HZ, float(nis[k]), bool(accepted[k]), np.array([nis[k] ** 0.5]),
+                    k / RATE_HZ)
         most = max(most, updates.replaceable)
     return updates, most, nis, accepted
 

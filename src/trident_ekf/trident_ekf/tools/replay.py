@@ -235,7 +235,7 @@ class ReplaySession:
     def _write_updates(self) -> None:
         """Every update into the report."""
         for update in self.session.drain_updates():
-            self.series.add_update(update)
+            self.series.add_update(update, self.session.filter.time)
 
     def _diagnostics(self, stamp: int) -> None:
         """/diagnostics at ``DIAGNOSTICS_RATE`` of IMU stamp time, whatever the phase."""

@@ -32,9 +32,14 @@ def _wrap(angle: FloatArray) -> FloatArray:
 
 class SourceUpdates:
     """The updates of one aiding source, in memory bounded whatever the log's length: counts
-    and NIS sums of the settled updates, the last ``window_s`` s of updates still
-    replaceable (a re-applied measurement replaces its first result), and min/max-preserving
-    decimations of the settled (time, NIS) and (time, innovation...) rows for the plots."""
+    and NIS sums of the settled updates, the updates the filter applied in the last
+    ``window_s`` s of its own time, still replaceable (a re-applied measurement replaces its
+    first result), and min/max-preserving decimations of the settled (time, NIS) and (time,
+    innovation...) rows for the plots.
+
+    Settling goes by when the filter applied an update, not by its stamp: a measurement
+    that arrives later than the filter's history is applied at the filter's time, and a
+    delayed fix can re-apply it seconds after its stamp."""
 
     def __init__(self, dof: int, window_s: float) -> None:
         self.dof = dof
@@ -43,13 +48,20 @@ class SourceUpdates:
         self._nis = MinMaxDecimator(2)
         self._innovations = MinMaxDecimator(1 + dof)
         self._recent: dict[float, tuple[float, bool, FloatArray]] = {}  # stamp -> result
+        self._applied_at: dict[float, float] = {}  # stamp -> filter time first applied
         self._bound = float(chi2.ppf(0.95, dof))
 
-    def add(self, time: float, nis: float, accepted: bool, innovation: FloatArray) -> None:
-        """An update's result; one at a stamp still replaceable replaces it."""
+    def add(self, time: float, nis: float, accepted: bool, innovation: FloatArray,
+            filter_time: float) -> None:
+        """An update's result (stamp ``time``, applied at ``filter_time``, s); one at a stamp
+        still replaceable replaces it."""
         self._recent[time] = (nis, accepted, innovation)
-        old = sorted(t for t in self._recent if t < time - self.window_s)
+        self._applied_at.setdefault(time, filter_time)
+        horizon = filter_time - self.window_s
+        old = sorted(t for t, applied in self._applied_at.items() if applied < horizon)
         if old:
+            for t in old:
+                del self._applied_at[t]
             rows = [self._recent.pop(t) for t in old]
             self._settled += self._counts(rows)
             self._nis.add([(t, nis) for t, (nis, _, _) in zip(old, rows, strict=True)])
@@ -135,16 +147,16 @@ class ReportSeries:
             "position_sigma": np.sqrt(np.diag(estimate["position_cov"])),
             "attitude_sigma": np.sqrt(np.diag(estimate["attitude_cov"]))})
 
-    def add_update(self, update: UpdateResult) -> None:
-        """An update of any source; the innovation is measured - predicted. A measurement
-        re-applied after a delayed one (same source and stamp) replaces its first result,
-        as the filter's own counts do."""
+    def add_update(self, update: UpdateResult, filter_time: float) -> None:
+        """An update of any source, applied by the filter at ``filter_time`` (s); the
+        innovation is measured - predicted. A measurement re-applied after a delayed one
+        (same source and stamp) replaces its first result, as the filter's own counts do."""
         if update.reason not in ("accepted", "gated"):
             return  # rejected before the gate: no innovation (counted by the filter)
         if update.source not in self.updates:
             self.updates[update.source] = SourceUpdates(update.dof, self._window_s)
         self.updates[update.source].add(update.time, update.nis, update.accepted,
-                                        -np.asarray(update.residual, dtype=float))
+                                        -np.asarray(update.residual, dtype=float), filter_time)
 
     def _stack(self, rows: list[dict[str, Any]], key: str) -> FloatArray:
         return np.array([row[key] for row in rows])
