@@ -71,9 +71,11 @@ def _format_time(seconds: float) -> str:
 
 
 def write_report(
-    results: list[Result], title: str, baseline_name: str, output_dir: Path, stem: str
+    results: list[Result], title: str, baseline_name: str, output_dir: Path, stem: str,
+    statistic: str = "per call, best of repeats",
 ) -> tuple[Path, Path]:
-    """Write ``stem.json`` and ``stem.md`` into ``output_dir``; return both paths."""
+    """Write ``stem.json`` and ``stem.md`` into ``output_dir``; return both paths.
+    ``statistic`` says what the times are, in the table's caption."""
     output_dir.mkdir(parents=True, exist_ok=True)
     machine = {
         "python": platform.python_version(),
@@ -88,7 +90,7 @@ def write_report(
     lines = [
         f"# {title}",
         "",
-        f"Ratio = ours / {baseline_name} (per call, best of repeats; below 1 is faster).",
+        f"Ratio = ours / {baseline_name} ({statistic}; below 1 is faster).",
         "",
         f"| case | n | ours | {baseline_name} | ratio |",
         "|---|---:|---:|---:|---:|",

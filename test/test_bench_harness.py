@@ -13,6 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 import bench_geometry
+import bench_startup
 from harness import Case, run
 
 
@@ -37,3 +38,19 @@ def test_geometry_benchmark_writes_json_and_markdown(tmp_path):
         assert row["ratio"] == pytest.approx(row["ours_s"] / row["baseline_s"])
     markdown = (tmp_path / "geometry.md").read_text()
     assert "| compose | 64 |" in markdown
+
+
+def test_startup_benchmark_writes_medians_against_rclpy(tmp_path):
+    assert bench_startup.main(["--commands", "trident-bag-recover", "--repeats", "1",
+                               "--output-dir", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "startup.json").read_text())
+    assert [row["name"] for row in report["results"]] == [
+        "trident-bag-recover: import", "trident-bag-recover --help"]
+    for row in report["results"]:
+        assert row["size"] == 1
+        assert row["ours_s"] > 0
+        assert row["baseline_s"] > 0
+        assert row["ratio"] == pytest.approx(row["ours_s"] / row["baseline_s"])
+    markdown = (tmp_path / "startup.md").read_text()
+    assert "median of n fresh interpreters" in markdown
+    assert "Load average (1 min)" in markdown

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import lsq_linear
 
 from mav_dynamics.model import TreeModel
 from mav_dynamics.vehicle import BODY, FloatArray
@@ -100,6 +99,12 @@ class ControlAllocator:
         self._pseudo_inverse = np.linalg.pinv(weighted, rcond=1e-10) * self.weights[None, :]
         basis = np.linalg.svd(self.matrix)[0][:, : self.rank]
         self._projector = basis @ basis.T  # onto the range of K: the controllable wrenches
+        # scipy.optimize (~0.5 s to import) is loaded by an allocator, not by every importer of
+        # this module (the simulator needs only ``allocation_matrix``), and here rather than on
+        # the first saturated command, which must not wait for it.
+        from scipy.optimize import lsq_linear
+
+        self._lsq_linear = lsq_linear
 
     def _tilted_rotors(self) -> NDArray[np.int_]:
         """Index of the one rotor on each tilting link; rejects unsupported layouts."""
@@ -209,16 +214,22 @@ class ControlAllocator:
         reg = np.sqrt(REGULARISATION) * np.abs(scaled).max() * np.eye(matrix.shape[1])
         zeros = np.zeros(matrix.shape[1])
         bounds = (lower / scale, upper / scale)
-        stage1 = _bounded_lsq(np.vstack([scaled[:3], reg]), np.concatenate([target[:3], zeros]),
-                              bounds)
+        stage1 = self._bounded_lsq(np.vstack([scaled[:3], reg]),
+                                   np.concatenate([target[:3], zeros]), bounds)
         # Hold the achieved moments; rows normalised so that a weak axis (yaw) is held as
         # firmly as a strong one (roll).
         norms = np.linalg.norm(scaled[:3], axis=1)
         hold = PRIORITY_WEIGHT / np.where(norms > 0.0, norms, 1.0)
-        stage2 = _bounded_lsq(
+        stage2 = self._bounded_lsq(
             np.vstack([hold[:, None] * scaled[:3], scaled[3:], reg]),
             np.concatenate([hold * (scaled[:3] @ stage1), target[3:], zeros]), bounds)
         result: FloatArray = np.clip(stage2 * scale, lower, upper)
+        return result
+
+    def _bounded_lsq(
+        self, matrix: FloatArray, target: FloatArray, bounds: tuple[FloatArray, FloatArray]
+    ) -> FloatArray:
+        result: FloatArray = self._lsq_linear(matrix, target, bounds=bounds, method="bvls").x
         return result
 
     def _result(
@@ -237,10 +248,3 @@ class ControlAllocator:
                          or np.abs(controllable).max() > 1e-6 * scale)
         status = AllocationStatus(saturated, rotors, tilts, achieved, unallocated, self.rank)
         return Allocation(speeds, tilt, status)
-
-
-def _bounded_lsq(
-    matrix: FloatArray, target: FloatArray, bounds: tuple[FloatArray, FloatArray]
-) -> FloatArray:
-    result: FloatArray = lsq_linear(matrix, target, bounds=bounds, method="bvls").x
-    return result

@@ -9,11 +9,15 @@ once, never ad hoc.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.spatial.transform import Rotation
 
 from mav_geometry.arrays import FloatArray, as_float_array
+
+if TYPE_CHECKING:
+    from scipy.spatial.transform import Rotation
 
 # Index maps between (angular, linear) and ROS (linear, angular); the swap is its own inverse.
 _SWAP_HALVES = np.array([3, 4, 5, 0, 1, 2])
@@ -21,6 +25,10 @@ _SWAP_HALVES = np.array([3, 4, 5, 0, 1, 2])
 
 def to_scipy(q: ArrayLike) -> Rotation:
     """scipy Rotation of scalar-last unit quaternions (any batch shape flattened to 1-D)."""
+    # scipy.spatial (~0.4 s to import) on use: the nodes and tools import this module for
+    # the field-order conversions alone (start-up time).
+    from scipy.spatial.transform import Rotation
+
     q = as_float_array(q, (4,), "q")
     return Rotation.from_quat(q.reshape(-1, 4) if q.ndim > 2 else q)
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
-
-from matplotlib.axes import Axes
+from typing import TYPE_CHECKING, Any
 
 from variational_sim.vehicle_sim.scenario import EVENT_TYPES, Scenario, ScenarioEvent
+
+if TYPE_CHECKING:  # the runner imports this module: matplotlib only for the report's plots
+    from matplotlib.axes import Axes
 
 EVENT_GID = "scenario_event"
 """``gid`` of every artist that marks an event (shaded span or line of a one-sample event)."""

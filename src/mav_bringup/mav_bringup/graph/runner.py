@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rclpy
 import yaml
@@ -31,14 +31,13 @@ from mav_bringup.graph.components import Component, default_graph_file, load_gra
 from mav_bringup.graph.events import scenario_facts
 from mav_bringup.graph.fleet import write_fleet_summary
 from mav_bringup.graph.isolation import LOCK_NAME, OutputLock, run_domain_id
-from mav_bringup.graph.recorder import BagRecorder, topic_specs
-from mav_bringup.graph.report import write_bag_report
-from mav_bringup.graph.series import SensorSite
 from mav_ros_common.exit_codes import EXIT_INTERRUPTED, EXIT_TERMINATED
 from mav_ros_common.parameters import ParameterError
 from mav_ros_common.resources import find_named_file
-from variational_sim.ros.simulator_node import drive
 from variational_sim.vehicle_sim.scenario import load_scenario
+
+if TYPE_CHECKING:
+    from mav_bringup.graph.recorder import BagRecorder
 
 SIMULATOR = "simulator"
 DRAIN_S = 0.3
@@ -176,6 +175,9 @@ def _run_locked(options: RunOptions, components: list[Component]) -> RunResult:
                 raise ParameterError(f"node '{component.name}': {error}", error.name) from None
         executor = EventsExecutor(context=context)
         if bag is not None:
+            # Imported only when recording (rosbags' type store): start-up time of --no-record.
+            from mav_bringup.graph.recorder import BagRecorder, topic_specs
+
             simulator: Any = nodes[SIMULATOR]
             recorder_node = Node("recorder", context=context, start_parameter_services=False)
             recorder = BagRecorder(recorder_node, bag,
@@ -209,6 +211,10 @@ def _run_locked(options: RunOptions, components: list[Component]) -> RunResult:
     summary: dict[str, Any] = dict(run_facts)
     report_dir = None
     if bag is not None and options.report:
+        # Imported only for a report (matplotlib, rosbags): start-up time of --no-record.
+        from mav_bringup.graph.report import write_bag_report
+        from mav_bringup.graph.series import SensorSite
+
         report_dir = options.output_dir / "report"
         site = SensorSite(datum, earth_field, imu_mount)
         if not options.vehicles:
@@ -261,6 +267,10 @@ def _lockstep_loop(simulator: Any, executor: Executor,
                    options: RunOptions) -> tuple[float, float, int]:
     """Drive the simulator's lock-step to the end with progress lines; (sim s, wall s, exit
     code: 0, or that of the signal that cut it short)."""
+    # Loaded already with the graph's nodes; not at the top, so that --help does not load the
+    # simulator stack (start-up time).
+    from variational_sim.ros.simulator_node import drive
+
     start = time.perf_counter()
     next_progress = [PROGRESS_EVERY_S]
 

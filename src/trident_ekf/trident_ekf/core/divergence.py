@@ -55,9 +55,9 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.stats import chi2
 
 from mav_geometry.arrays import FloatArray
+from trident_ekf.core import chi_square
 from trident_ekf.core.earth import ecef_to_geodetic, gravity_xyz
 from trident_ekf.core.measurements.base import Measurement
 from trident_ekf.core.measurements.gnss import antenna_terms, antenna_velocity
@@ -73,7 +73,7 @@ _VEL, _ATT_AND_ACCEL_BIAS = slice(3, 6), [0, 1, 2, 12, 13, 14]  # conventional e
 
 @lru_cache(maxsize=8)
 def _threshold(probability: float) -> float:
-    return float(chi2.ppf(probability, 3))
+    return chi_square.quantile(probability, 3)
 
 
 @dataclass(frozen=True)

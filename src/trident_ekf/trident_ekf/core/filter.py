@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.stats import chi2
 
 from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray, FloatVector
 from mav_geometry.scalar import Vector3
+from trident_ekf.core import chi_square
 from trident_ekf.core.config import FilterConfig
 from trident_ekf.core.divergence import FixTrack, fix_record
 from trident_ekf.core.earth import OMEGA_ECEF, gravity_xyz
@@ -614,7 +614,7 @@ class ErrorStateFilter:
         threshold = self._gate.get(dof)
         if threshold is None:
             probability = self.config.gate_probability
-            threshold = math.inf if probability == 0.0 else float(chi2.ppf(probability, dof))
+            threshold = math.inf if probability == 0.0 else chi_square.quantile(probability, dof)
             self._gate[dof] = threshold
         return threshold
 

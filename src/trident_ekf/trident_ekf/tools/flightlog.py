@@ -22,7 +22,6 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import pymap3d
 from numpy.typing import NDArray
-from pymavlink import mavutil
 from pyulog import ULog
 
 from mav_geometry import quaternion
@@ -577,6 +576,8 @@ def _dataflash_messages(path: Path, kinds: list[str]) -> tuple[dict[str, list[_R
     """The rows of each message kind, and the extent of pymavlink's index of the file."""
     if path.stat().st_size == 0:  # pymavlink cannot map it, and keeps the file open
         raise LogReadError(f"{path}: the file is empty")
+    from pymavlink import mavutil  # on use: a ULog import or --help does not need it (start-up)
+
     sys.stderr.flush()
     with _quiet_file_descriptor(STDERR_DESCRIPTOR), contextlib.redirect_stdout(io.StringIO()):
         connection = mavutil.mavlink_connection(str(path))

@@ -9,15 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
-from scipy.stats import chi2
 
 from mav_geometry.arrays import FloatArray
 from mav_ros_common.streams import MinMaxDecimator
+from trident_ekf.core import chi_square
 from trident_ekf.core.filter import UpdateResult
 from trident_ekf.tools.frames import euler_enu
 
@@ -49,7 +45,7 @@ class SourceUpdates:
         self._innovations = MinMaxDecimator(1 + dof)
         self._recent: dict[float, tuple[float, bool, FloatArray]] = {}  # stamp -> result
         self._applied_at: dict[float, float] = {}  # stamp -> filter time first applied
-        self._bound = float(chi2.ppf(0.95, dof))
+        self._bound = chi_square.quantile(0.95, dof)
 
     def add(self, time: float, nis: float, accepted: bool, innovation: FloatArray,
             filter_time: float) -> None:
@@ -252,6 +248,8 @@ def _outage(series: ReportSeries, rows: list[dict[str, Any]], offset: FloatArray
 
 
 def _plot_trajectory(series: ReportSeries, path: Path) -> None:
+    import matplotlib.pyplot as plt  # on use: see write_report
+
     fig, ax = plt.subplots(figsize=(6, 6))
     if series.estimate_path.seen:
         _, east, north = series.estimate_path.columns()
@@ -271,6 +269,8 @@ def _plot_trajectory(series: ReportSeries, path: Path) -> None:
 
 
 def _plot_errors(series: ReportSeries, path: Path) -> None:
+    import matplotlib.pyplot as plt  # on use: see write_report
+
     fig, axes = plt.subplots(3, 2, figsize=(11, 8), sharex=True)
     if series.comparisons:
         t = series._stack(series.comparisons, "time")
@@ -298,6 +298,8 @@ def _plot_errors(series: ReportSeries, path: Path) -> None:
 
 
 def _plot_biases(series: ReportSeries, path: Path) -> None:
+    import matplotlib.pyplot as plt  # on use: see write_report
+
     fig, axes = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
     if series.estimate_path.seen:
         for ax, name, scale, unit, first in ((axes[0], "gyro bias", 180 / np.pi, "deg/s", 0),
@@ -321,6 +323,8 @@ def _plot_per_source(series: ReportSeries, path: Path,
                      title: str | None = None) -> None:
     """One panel per source, its updates drawn by ``draw(ax, updates, start)``, with time
     from the first update of any source (``start``, s)."""
+    import matplotlib.pyplot as plt  # on use: see write_report
+
     sources = sorted(series.updates)
     panels = max(len(sources), 1)
     fig, axes = plt.subplots(panels, 1, figsize=(9, 2.2 * panels), sharex=True, squeeze=False)
@@ -341,7 +345,7 @@ def _draw_nis(ax: Any, updates: SourceUpdates, start: float) -> None:
     """NIS of the updates (decimated) against the chi-square 95% bound and the expectation."""
     time, nis = updates.rows().T
     ax.semilogy(time - start, nis, ".", markersize=2, label=f"NIS ({updates.dof} dof)")
-    ax.axhline(chi2.ppf(0.95, updates.dof), color="r", label="chi-square 95%")
+    ax.axhline(chi_square.quantile(0.95, updates.dof), color="r", label="chi-square 95%")
     ax.axhline(updates.dof, color="k", linestyle="--", label="expectation")
     ax.legend(fontsize=7, loc="upper right")
 
@@ -404,6 +408,11 @@ TABLE_EXCLUDED = ("counters", "sources", "import", "nis_by_source")
 
 def write_report(series: ReportSeries, summary: dict[str, Any], directory: Path) -> Path:
     """Write report.md, report.json and the PNG plots into ``directory``."""
+    # matplotlib (~0.5 s to import) is loaded here and in the plot functions, not at the top:
+    # a replay imports this module for its series long before it plots, --help never plots.
+    import matplotlib
+
+    matplotlib.use("Agg")
     directory.mkdir(parents=True, exist_ok=True)
     plots = {"trajectory.png": _plot_trajectory, "errors.png": _plot_errors,
              "biases.png": _plot_biases, "nis.png": _plot_nis,

@@ -1,0 +1,59 @@
+"""Start-up stays lean: importing a command's module loads no plotting or statistics.
+
+A command-line tool's ``--help`` and a node's start imported matplotlib, scipy.stats and
+friends (about 2 s) although only the report or one solver needs them; those imports are
+now local to their users. This checks the property structurally, in a fresh interpreter:
+which heavy modules the module of each console script (src/*/setup.py) loads. No timing
+here (bench/bench_startup.py measures it, on the same commands).
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from bench_startup import NODES, TOOLS, console_scripts
+
+COMMANDS = [*TOOLS, *NODES]
+"""Imported in this order (mav-sim first: its --help path is checked alone)."""
+NEVER_AT_START = ["matplotlib", "scipy.stats", "scipy.optimize", "scipy.integrate",
+                  "scipy.spatial", "pymavlink"]
+"""Loaded only by a report, an allocator, a reference integrator, a conversion to scipy's
+Rotation or a DataFlash import, never by importing a command."""
+NOT_FOR_MAV_SIM_HELP = ["scipy", "rosbags", "variational_sim.ros.simulator_node"]
+"""``mav-sim`` loads the graph's nodes and the recorder when it runs, not for ``--help``."""
+
+# Imports each module in turn and prints, per module, the watched modules it added.
+PROBE = """
+import importlib, json, sys
+watched = json.loads(sys.argv[1])
+added = {}
+for module in sys.argv[2:]:
+    before = set(sys.modules)
+    importlib.import_module(module)
+    added[module] = sorted((set(sys.modules) - before) & set(watched))
+print(json.dumps(added))
+"""
+
+
+def entry_modules() -> dict[str, str]:
+    """Command -> the module of its console-script entry point (src/*/setup.py)."""
+    scripts = console_scripts()
+    return {command: scripts[command].partition(":")[0] for command in COMMANDS}
+
+
+def test_importing_a_command_loads_no_report_or_solver_module():
+    modules = entry_modules()
+    watched = sorted(set(NEVER_AT_START) | set(NOT_FOR_MAV_SIM_HELP))
+    probe = subprocess.run([sys.executable, "-c", PROBE, json.dumps(watched), *modules.values()],
+                           capture_output=True, text=True, timeout=120, check=True)
+    added = json.loads(probe.stdout)
+    loaded = {command: added[module] for command, module in modules.items()}
+    assert {command: [name for name in names if name in NEVER_AT_START]
+            for command, names in loaded.items()} == {command: [] for command in COMMANDS}
+    assert loaded["mav-sim"] == []
+    # The probe sees what is loaded: the replay's filter needs scipy (scipy.special, for its
+    # chi-square gate), and is the first command here to load it.
+    assert "scipy" in loaded["trident-replay"]
