@@ -8,6 +8,10 @@ Modules (no ROS imports):
   (base acceleration, motor and tilt torques); ``aero``: wing and body aerodynamics;
 - ``allocation``: ``allocation_matrix`` and ``ControlAllocator`` (limits, priorities,
   status); ``controller``: ``TrackingController`` on SE(3);
+- ``trajectories``: flight plans (hover, minimum-jerk moves, waypoints, figure-eight,
+  take-off); ``flight``: ``FlightControl``, the ``controller`` node's logic (odometry
+  screening, take-off, setpoints, plan changes, control tick, status), shared with the
+  ROS-free closed-loop pipeline;
 - ``derivatives``: analytic Jacobians of the base acceleration;
   ``identification``: regressor and least-squares identification;
 - ``closed_form``: the paper's quadrotor and winged-quadrotor closed forms (oracles).

@@ -1,7 +1,7 @@
 """Fuzz (Hypothesis) of the controller's odometry path: a real ``nav_msgs/Odometry`` with
 any field values is read (``convert.odometry_sample``), screened by the node's own rule
-(``ControllerNode._odometry_rejection``) and, when accepted, controlled and allocated as the
-node's control tick does.
+(``mav_dynamics.flight.odometry_rejection``, which the node's core applies) and, when
+accepted, controlled and allocated as the node's control tick does.
 
 Property: a message is rejected with one of the node's reasons, or the rotor speeds sent on
 are finite and inside the rotors' limits (with finite tilts) - never NaN passed on, never
@@ -12,7 +12,6 @@ quaternions, stamps at 0, negative, the largest, and repeated.
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -20,11 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nav_msgs.msg import Odometry
 
+from mav_dynamics import flight
 from mav_dynamics.allocation import ControlAllocator
 from mav_dynamics.controller import TrackingController, TrackingReference
 from mav_dynamics.model import TreeModel
 from mav_dynamics.ros import convert
-from mav_dynamics.ros.controller_node import ControllerNode
 from mav_dynamics.vehicle_file import load_vehicle
 from mav_geometry import quaternion
 from mav_ros_common.resources import find_named_file
@@ -67,8 +66,9 @@ def test_odometry_is_rejected_with_a_reason_or_gives_usable_commands(
         vehicle: tuple[TrackingController, ControlAllocator], message: Odometry) -> None:
     controller, allocator = vehicle
     sample = convert.odometry_sample(message)
-    node = SimpleNamespace(_state_stamp_ns=LAST_STAMP_NS)  # an earlier message was accepted
-    reason = ControllerNode._odometry_rejection(node, sample)  # type: ignore[arg-type]
+    # an earlier message, stamped LAST_STAMP_NS, was accepted
+    reason = flight.odometry_rejection(sample.stamp_ns, sample.orientation, sample.position,
+                                       sample.twist, LAST_STAMP_NS)
     if reason is not None:
         assert reason in REASONS
         return
