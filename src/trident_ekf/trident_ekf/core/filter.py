@@ -164,7 +164,7 @@ class ErrorStateFilter:
         self._snapshots: deque[dict[str, Any]] = deque()
         self._applied: deque[tuple[Measurement, str, float]] = deque()
         self._replaying = False
-        self._rewinding: Measurement | None = None  # the delayed one a rewind applies
+        self._rewinding: list[Measurement] = []  # the delayed ones a rewind applies
         self._sample_index = 0
         self._gate: dict[int, float] = {}
         self._q_error = np.zeros(dim)  # diagonal of B Q_c B^T (both filters: isotropic)
@@ -436,17 +436,19 @@ class ErrorStateFilter:
                      velocity_covariance: ArrayLike | None = None) -> bool:
         """Queue (or apply) one GNSS epoch: antenna position (ECEF m) and optionally velocity
         (ECEF m/s), covariances 3x3 (m^2, m^2/s^2) or 3 variances; the velocity update goes
-        first (a divergence reset on the position then takes it). Returns False when the
-        position is not used (see ``process``)."""
+        first (a divergence reset on the position then takes it). A delayed epoch costs one
+        rewind for both. Returns False when the position is not used (see ``process``)."""
+        epoch = []
         if velocity is not None:
             if velocity_covariance is None:
                 raise ValueError("velocity_covariance is required with velocity")
-            self.process(Measurement(
+            epoch.append(Measurement(
                 GnssVelocity.name, float(time), as_vector(velocity, 3, "velocity"),
                 as_covariance(velocity_covariance, 3, "velocity_covariance")))
-        return self.process(Measurement(
+        epoch.append(Measurement(
             GnssPosition.name, float(time), as_vector(position, 3, "position"),
             as_covariance(position_covariance, 3, "position_covariance")))
+        return self._process_together(epoch)[-1]
 
     def process(self, m: Measurement) -> bool:
         """Queue (or apply, if stamped at the filter time) one measurement of a source of
@@ -461,12 +463,24 @@ class ErrorStateFilter:
         if m.source not in self.sources:
             raise ValueError(f"no aiding source {m.source!r} in this filter "
                              f"(has {sorted(self.sources)})")
-        if not usable(m):
-            self._count(m.source, "nonfinite")
-            return False
-        if not self._initialized:
-            return False
-        return self._submit(m)
+        return self._process_together([m])[0]
+
+    def _process_together(self, measurements: Sequence[Measurement]) -> list[bool]:
+        """``process`` for measurements of this filter's sources submitted together (in
+        this order): the delayed ones among them are applied by one rewind."""
+        accepted = [True] * len(measurements)
+        valid = []
+        for i, m in enumerate(measurements):
+            if not usable(m):
+                self._count(m.source, "nonfinite")
+                accepted[i] = False
+            elif not self._initialized:
+                accepted[i] = False
+            else:
+                valid.append(i)
+        for i, used in zip(valid, self._submit([measurements[i] for i in valid]), strict=True):
+            accepted[i] = used
+        return accepted
 
     def drain_updates(self) -> list[UpdateResult]:
         """Update results of every source since the last call (accepted and rejected)."""
@@ -584,20 +598,40 @@ class ErrorStateFilter:
         return np.concatenate(parts)
 
     # ----- internals ----------------------------------------------------------------------
-    def _submit(self, m: Measurement) -> bool:
-        """Apply a validated measurement now, queue it for its stamp, or rewind the history
-        to apply it in the past; rejects (and counts) duplicates, late ones and overflow.
-        Measurements sharing a stamp are applied in arrival order."""
-        if any(other.time == m.time and other.source == m.source
-               for other in (*self._pending, *(applied for applied, _, _ in self._applied))):
-            self._count(m.source, "duplicate")
-            return False
-        if m.time < self.time:
-            if not (self._snapshots and self._snapshots[0]["time"] < m.time):
-                self._count(m.source, "late")
-                return False
-            self._rewind_and_apply(m)
-            return True
+    def _submit(self, measurements: Sequence[Measurement]) -> list[bool]:
+        """Apply validated measurements now, queue them for their stamps, or rewind the
+        history to apply them in the past; rejects (and counts) duplicates, late ones and
+        overflow. Measurements sharing a stamp are applied in arrival order; consecutive
+        delayed ones share one rewind (the replay re-takes the snapshots, so each would
+        restart from the same state: one replay gives the same result as several)."""
+        results = []
+        delayed: list[Measurement] = []
+        for m in measurements:
+            if any(other.time == m.time and other.source == m.source
+                   for other in (*self._pending, *delayed,
+                                 *(applied for applied, _, _ in self._applied))):
+                self._count(m.source, "duplicate")
+                results.append(False)
+                continue
+            if m.time < self.time:
+                late = not (self._snapshots and self._snapshots[0]["time"] < m.time)
+                if late:
+                    self._count(m.source, "late")
+                else:
+                    delayed.append(m)
+                results.append(not late)
+                continue
+            if delayed:  # applied before this one, as it arrived before
+                self._rewind_and_apply(delayed)
+                delayed = []
+            results.append(self._apply_or_queue(m))
+        if delayed:
+            self._rewind_and_apply(delayed)
+        return results
+
+    def _apply_or_queue(self, m: Measurement) -> bool:
+        """Apply a measurement stamped at the filter time, queue a later one (or count it as
+        an overflow)."""
         if m.time == self.time:
             self._update(m)
             return True
@@ -691,8 +725,7 @@ class ErrorStateFilter:
         while self._pending and self._pending[0].time <= t:
             dropped = self._pending.pop(0)
             self._count(dropped.source, "late")
-            if dropped is self._rewinding:
-                self._rewinding = None
+            self._rewinding = [m for m in self._rewinding if m is not dropped]
 
     def _update(self, m: Measurement) -> None:
         """Let the source check the measurement, NIS-gate it and, if it passes, apply the
@@ -885,12 +918,14 @@ class ErrorStateFilter:
         while self._applied and self._applied[0][0].time < oldest:
             self._applied.popleft()
 
-    def _rewind_and_apply(self, measurement: Measurement) -> None:
-        """Go back to the last snapshot before a delayed measurement, then re-run the stored
-        IMU samples with it (and the measurements applied since) at their own stamps."""
+    def _rewind_and_apply(self, delayed: list[Measurement]) -> None:
+        """Go back to the last snapshot before the oldest delayed measurement, then re-run
+        the stored IMU samples with them (and the measurements applied since) at their own
+        stamps."""
         # Restart strictly before the stamp: a snapshot at it may already hold another
         # update at that stamp (sources measured together), which must be re-applied.
-        while len(self._snapshots) > 1 and self._snapshots[-1]["time"] >= measurement.time:
+        oldest = min(m.time for m in delayed)
+        while len(self._snapshots) > 1 and self._snapshots[-1]["time"] >= oldest:
             self._snapshots.pop()
         snapshot = self._snapshots.pop()  # re-taken by the first replayed sample
         start = snapshot["time"]
@@ -904,8 +939,9 @@ class ErrorStateFilter:
         self._applied = deque(item for item in self._applied if item[0].time <= start)
         self._restore(snapshot)
         self._sample_index = 0
-        self._pending = sorted([*self._pending, *requeue, measurement], key=lambda m: m.time)
-        self._rewinding = measurement
+        # Stable sort: a stamp's measurements stay in arrival order, the delayed ones last.
+        self._pending = sorted([*self._pending, *requeue, *delayed], key=lambda m: m.time)
+        self._rewinding = list(delayed)
         self._replaying = True
         try:
             for t, gyro, accel in samples:
@@ -913,9 +949,9 @@ class ErrorStateFilter:
         finally:
             self._replaying = False
         # A measurement the replay dropped (inside a skipped gap) is counted late, not both.
-        if self._rewinding is measurement:
-            self._count(measurement.source, "delayed")
-        self._rewinding = None
+        for m in self._rewinding:
+            self._count(m.source, "delayed")
+        self._rewinding = []
 
     def _reset_to_gnss(self, m: Measurement) -> None:
         """Move position (and velocity, with a GNSS velocity of the same epoch) to the fix,
