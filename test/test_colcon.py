@@ -25,9 +25,10 @@ without the venv on the ament path, as a user does after a build: nodes look the
 files up in the installed mav_bringup.
 
 Wall time: the build starts in the background as soon as the session has collected this
-module (``start_early``, called by test/conftest.py), so that its compiling overlaps the
-tests that run before this module; the three `colcon test` and collection runs of the last
-test run at once.
+module (``start_early``, called by test/conftest.py), with pytest's collection of the source
+tree beside it, and the two `colcon test` runs start in the background as soon as the build
+succeeded: all of it overlaps the tests that run before this module, on the second core,
+and the last test only reads what they found.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,7 +143,10 @@ def _wheels_cmake_args() -> str:
 
 class _Build:
     """A colcon build of the repository into a new temporary build/install/log space,
-    running in the background."""
+    running in the background, and the checks of the last test, in the background too:
+    pytest's collection of the source tree (``collection``: it needs no build, so it runs
+    beside it) and, once the build succeeded, the two `colcon test` runs
+    (``colcon_tests()``)."""
 
     def __init__(self) -> None:
         self.space = Path(tempfile.mkdtemp(prefix="colcon-"))
@@ -153,15 +158,39 @@ class _Build:
             "--event-handlers console_direct-",
             self.space, "build", sourced=False,
             extra_env={"AMENT_PREFIX_PATH": str(VENV), "CMAKE_PREFIX_PATH": str(VENV)})
+        self.collection = _start_collection(self.space)
+        self._lock = threading.Lock()  # a close() never races the start of the test runs
+        self._closed = False
+        self._colcon_tests: list[_Background] = []
+        self._starter = threading.Thread(target=self._test_once_built, daemon=True)
+        self._starter.start()
+
+    def _test_once_built(self) -> None:
+        if self.process.proc.wait() != 0:
+            return  # the workspace fixture reports the failed build
+        with self._lock:
+            if not self._closed:
+                self._colcon_tests = _start_colcon_tests(self.space)
+
+    def colcon_tests(self) -> list[_Background]:
+        """The `colcon test` runs (``_start_colcon_tests``) once the build finished; empty
+        if it failed."""
+        self._starter.join()
+        return self._colcon_tests
 
     def close(self) -> None:
-        """Stop the build if it still runs and remove its space; always safe to call."""
-        self.process.close()
+        """Stop the build and the checks still running and remove the space; always safe
+        to call."""
+        with self._lock:
+            self._closed = True
+            started = [self.process, self.collection, *self._colcon_tests]
+        for background in started:
+            background.close()
         shutil.rmtree(self.space, ignore_errors=True)
 
 
 _early_build: list[_Build] = []
-"""The build started by ``start_early`` and not yet taken by ``workspace`` (at most one)."""
+"""The build started by ``start_early`` and not yet taken by ``build`` (at most one)."""
 
 
 def start_early() -> _Build:
@@ -174,15 +203,21 @@ def start_early() -> _Build:
 
 
 @pytest.fixture(scope="module")
-def workspace() -> Iterator[Path]:
-    """The build's space once it finished (the build started early, or a new one), removed
-    after the module."""
+def build() -> Iterator[_Build]:
+    """The build once it finished (the build started early, or a new one), removed with
+    its checks after the module."""
     build = _early_build.pop() if _early_build else _Build()
     try:
         build.process.finish()
-        yield build.space
+        yield build
     finally:
         build.close()
+
+
+@pytest.fixture(scope="module")
+def workspace(build: _Build) -> Path:
+    """The finished build's space (build, install, log and test results)."""
+    return build.space
 
 
 def test_colcon_finds_exactly_the_product_packages(workspace: Path) -> None:
@@ -273,6 +308,14 @@ def _collected(collection: _Background) -> dict[str, int]:
             for package in PACKAGES}
 
 
+def _start_colcon_tests(workspace: Path) -> list[_Background]:
+    """Two independent `colcon test` runs at once: the suites of ``COLCON_RUNS`` in full,
+    and colcon's collection of the others."""
+    collected_only = [package for package in PACKAGES if package not in COLCON_RUNS]
+    return [_start_colcon_test(workspace, sorted(COLCON_RUNS), "", "run"),
+            _start_colcon_test(workspace, collected_only, " --collect-only -q", "collect")]
+
+
 def _start_colcon_test(workspace: Path, packages: list[str], pytest_args: str,
                        name: str) -> _Background:
     """`colcon test` of `packages`, one after the other, with a log space of its own (so
@@ -311,21 +354,13 @@ def _junit_counts(workspace: Path, package: str) -> dict[str, int]:
     return counts
 
 
-def test_colcon_test_runs_or_collects_every_package_suite(workspace: Path) -> None:
-    ran = sorted(COLCON_RUNS)
-    collected_only = [package for package in PACKAGES if package not in COLCON_RUNS]
-    # Three independent runs at once: the suites run in full, colcon's collection of the
-    # others and pytest's collection in the source tree.
-    started = [_start_colcon_test(workspace, ran, "", "run"),
-               _start_colcon_test(workspace, collected_only, " --collect-only -q", "collect"),
-               _start_collection(workspace)]
-    try:
-        _colcon_test_output(started[0])
-        collection = _colcon_test_output(started[1])
-        collected = _collected(started[2])
-    finally:
-        for background in started:
-            background.close()
+def test_colcon_test_runs_or_collects_every_package_suite(build: _Build,
+                                                         workspace: Path) -> None:
+    # Started in the background with the build (see _Build): here they are only awaited.
+    full_run, collect_run = build.colcon_tests()
+    _colcon_test_output(full_run)
+    collection = _colcon_test_output(collect_run)
+    collected = _collected(build.collection)
     print("\npackage                colcon test   pytest --collect-only")
     for package in PACKAGES:
         if package in COLCON_RUNS:

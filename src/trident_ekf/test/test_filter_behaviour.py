@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from concurrent.futures import Future, ProcessPoolExecutor
 from functools import cache
 
 import numpy as np
@@ -12,11 +13,13 @@ from scipy.stats import chi2
 from mav_geometry import quaternion
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
 from trident_ekf.core.earth import enu_to_ecef_rotation, geodetic_to_ecef
+from trident_ekf.core.filter import ErrorStateFilter
 from trident_ekf.core.simulation import (
     SensorModel,
     SimulatedData,
     Trajectory,
     run,
+    run_and_return_filter,
     simulate,
     start_with_error,
 )
@@ -35,17 +38,33 @@ def _data(seed: int, hover: float, duration: float) -> SimulatedData:
                     rng=np.random.default_rng(seed))
 
 
-@cache
-def _monte_carlo(cls: type) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, float]]:
+MonteCarlo = dict[type, list[Future[tuple[dict[str, np.ndarray], ErrorStateFilter]]]]
+"""The ``RUNS`` runs of each filter (result and filter after it, by seed)."""
+
+
+@pytest.fixture(scope="module")
+def monte_carlo(replay_pool: ProcessPoolExecutor) -> MonteCarlo:
+    """The runs of both filters, submitted at once so that they run side by side in the
+    pool. Each filter is started here (seeded), so a run is the same in any worker."""
+    runs: MonteCarlo = {}
+    for cls in FILTERS:
+        runs[cls] = []
+        for seed in range(RUNS):
+            data = _data(seed, 0.0, 60.0)
+            filter_ = cls(CONFIG)
+            start_with_error(filter_, data, SIGMAS, np.random.default_rng(100 + seed))
+            runs[cls].append(replay_pool.submit(run_and_return_filter, filter_, data))
+    return runs
+
+
+def _statistics(runs: list[Future[tuple[dict[str, np.ndarray], ErrorStateFilter]]]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, float]]:
     """NEES per recorded epoch, NIS per GNSS epoch (velocity + position: 6 dof), time, and
     the mean NIS of each GNSS source over all runs (from ``aid_status``, 3 dof each)."""
     nees, nis = [], []
     sums = {"gnss_position": [0.0, 0], "gnss_velocity": [0.0, 0]}
-    for seed in range(RUNS):
-        data = _data(seed, 0.0, 60.0)
-        filter_ = cls(CONFIG)
-        start_with_error(filter_, data, SIGMAS, np.random.default_rng(100 + seed))
-        result = run(filter_, data)
+    for future in runs:
+        result, filter_ = future.result()
         nees.append(result["nees"])
         nis.append(result["nis"])
         for source, total in sums.items():
@@ -62,8 +81,8 @@ def _band(dof: int, runs: int) -> tuple[float, float]:
 
 
 @pytest.mark.parametrize("cls", FILTERS)
-def test_monte_carlo_nees_is_inside_the_chi_square_band(cls):
-    nees, _, time, _ = _monte_carlo(cls)
+def test_monte_carlo_nees_is_inside_the_chi_square_band(cls, monte_carlo):
+    nees, _, time, _ = _statistics(monte_carlo[cls])
     average = nees.mean(axis=0)
     low, high = _band(15, RUNS)
     inside = np.mean((average > low) & (average < high))
@@ -72,8 +91,8 @@ def test_monte_carlo_nees_is_inside_the_chi_square_band(cls):
 
 
 @pytest.mark.parametrize("cls", FILTERS)
-def test_monte_carlo_nis_is_inside_the_chi_square_band(cls):
-    _, nis, _, per_source = _monte_carlo(cls)
+def test_monte_carlo_nis_is_inside_the_chi_square_band(cls, monte_carlo):
+    _, nis, _, per_source = _statistics(monte_carlo[cls])
     average = nis.mean(axis=0)
     low, high = _band(6, RUNS)
     inside = np.mean((average > low) & (average < high))

@@ -6,6 +6,7 @@ overconfident while the augmented filters are consistent."""
 from __future__ import annotations
 
 import copy
+from concurrent.futures import Future, ProcessPoolExecutor
 from functools import cache
 
 import numpy as np
@@ -300,15 +301,32 @@ def test_simulated_correlated_error_leaves_the_white_streams_unchanged():
 
 
 # ----- consistency on a flight with a Gauss-Markov GNSS error ---------------------------------
-@cache
-def _monte_carlo(cls: type, config: FilterConfig) -> tuple[np.ndarray, np.ndarray]:
+MonteCarlo = dict[tuple[type[ErrorStateFilter], FilterConfig], list[Future[dict[str, np.ndarray]]]]
+"""The ``RUNS`` runs (``simulation.run`` results, by seed) of each filter and configuration."""
+
+
+@pytest.fixture(scope="module")
+def monte_carlo(replay_pool: ProcessPoolExecutor) -> MonteCarlo:
+    """The runs of the three consistency tests, submitted at once so that they run side by
+    side in the pool. Each filter is started here (seeded), so a run is the same in any
+    worker."""
+    runs: MonteCarlo = {}
+    for cls, config in ((TridentEKF, FilterConfig()), (TridentEKF, BIAS_CONFIG),
+                        (BaselineESKF, BIAS_CONFIG)):
+        runs[cls, config] = []
+        for seed in range(RUNS):
+            filter_ = cls(config)
+            start_with_error(filter_, _data(seed), SIGMAS, np.random.default_rng(100 + seed))
+            runs[cls, config].append(replay_pool.submit(run, filter_, _data(seed)))
+    return runs
+
+
+def _consistency(runs: list[Future[dict[str, np.ndarray]]]) -> tuple[np.ndarray, np.ndarray]:
     """Per run and epoch (after SETTLED): position NEES (3 dof) and |error| / sigma in ENU."""
     nees, normalized = [], []
     R = TRAJECTORY.enu_to_ecef
-    for seed in range(RUNS):
-        filter_ = cls(config)
-        start_with_error(filter_, _data(seed), SIGMAS, np.random.default_rng(100 + seed))
-        result = run(filter_, _data(seed))
+    for future in runs:
+        result = future.result()
         settled = result["time"] > SETTLED
         error = result["position_error"][settled]
         covariance = result["position_covariance"][settled]
@@ -324,8 +342,8 @@ def _band(dof: int, runs: int) -> tuple[float, float]:
     return chi2.ppf(0.025, dof * runs) / runs, chi2.ppf(0.975, dof * runs) / runs
 
 
-def test_white_noise_filter_is_overconfident_with_a_correlated_gnss_error():
-    nees, normalized = _monte_carlo(TridentEKF, FilterConfig())
+def test_white_noise_filter_is_overconfident_with_a_correlated_gnss_error(monte_carlo):
+    nees, normalized = _consistency(monte_carlo[TridentEKF, FilterConfig()])
     average = nees.mean(axis=0)
     assert average.mean() > 10.0  # the expected value is 3
     assert np.mean(average > _band(3, RUNS)[1]) > 0.8
@@ -334,8 +352,8 @@ def test_white_noise_filter_is_overconfident_with_a_correlated_gnss_error():
 
 
 @pytest.mark.parametrize("cls", FILTERS)
-def test_augmented_filter_is_consistent_with_a_correlated_gnss_error(cls):
-    nees, normalized = _monte_carlo(cls, BIAS_CONFIG)
+def test_augmented_filter_is_consistent_with_a_correlated_gnss_error(cls, monte_carlo):
+    nees, normalized = _consistency(monte_carlo[cls, BIAS_CONFIG])
     average = nees.mean(axis=0)
     low, high = _band(3, RUNS)
     assert 2.0 < average.mean() < 4.0, average.mean()

@@ -332,6 +332,13 @@ def run(filter_: ErrorStateFilter, data: SimulatedData, start: int = 0,
             "position_covariance": np.array(position_covariances)}
 
 
+def run_and_return_filter(filter_: ErrorStateFilter,
+                          data: SimulatedData) -> tuple[dict[str, Array], ErrorStateFilter]:
+    """``run``, and the filter after it: for a run in a worker process, where the filter
+    that ``run`` changes is a copy the caller never sees."""
+    return run(filter_, data), filter_
+
+
 def _epoch_nis(updates: list[UpdateResult]) -> list[float]:
     """NIS of each accepted GNSS epoch: its velocity and position NIS summed (sequential
     updates of one epoch split the joint NIS exactly, so the sum is chi-square(6))."""
