@@ -12,7 +12,7 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
     ],
-    install_requires=["numpy", "scipy"],
+    install_requires=["numpy", "scipy", "pyyaml"],
     extras_require={"test": ["pytest", "hypothesis"]},
     python_requires=">=3.11",
     zip_safe=True,

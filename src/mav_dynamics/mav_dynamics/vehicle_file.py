@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from mav_dynamics.vehicle import (
     BODY,
@@ -35,6 +34,7 @@ from mav_dynamics.vehicle import (
     WingAerodynamics,
 )
 from mav_geometry.shown import shown
+from mav_geometry.yaml_file import read_yaml
 
 UNIT_TOLERANCE = 1e-6
 SPIN = {"ccw": 1, "cw": -1}
@@ -369,7 +369,7 @@ def parse_controller_gains(data: Any) -> ControllerGains:
 def load_controller_gains(path: str | Path) -> ControllerGains:
     """Gains from a parameter file holding a top-level ``controller`` mapping."""
     path = Path(path)
-    data = _read_yaml(path)
+    _, data = read_yaml(path, "vehicle", ValueError)
     try:
         if not isinstance(data, dict) or "controller" not in data:
             raise ValueError("controller: required field is missing")
@@ -381,18 +381,9 @@ def load_controller_gains(path: str | Path) -> ControllerGains:
 def load_vehicle(path: str | Path) -> Vehicle:
     """Read and validate a vehicle YAML file; errors name the file and the field."""
     path = Path(path)
-    data = _read_yaml(path)
+    _, data = read_yaml(path, "vehicle", ValueError)
     try:
         return parse_vehicle(data)
     except ValueError as error:
         raise ValueError(f"{path}: {error}") from error
 
-
-def _read_yaml(path: Path) -> Any:
-    """The YAML document of a file; ValueError naming the file when it is not UTF-8 YAML
-    (also nested too deep for the parser, or an integer too long to read)."""
-    try:
-        return yaml.safe_load(path.read_text())
-    except (yaml.YAMLError, UnicodeDecodeError, RecursionError, ValueError) as error:
-        detail = "nested too deeply" if isinstance(error, RecursionError) else str(error)
-        raise ValueError(f"{path}: not valid YAML ({detail[:300]})") from None

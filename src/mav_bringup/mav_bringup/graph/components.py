@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from mav_geometry.shown import shown
+from mav_geometry.yaml_file import read_yaml
 from mav_ros_common.resources import config_file
 
 
@@ -60,16 +61,15 @@ def _ros_value(value: Any) -> str:
 
 def load_graph(path: Path) -> list[Component]:
     """Components in start order; parameter files resolved against the graph file's folder."""
+    _, document = read_yaml(path, "graph", ValueError)
     try:
-        document = yaml.safe_load(Path(path).read_text())
         entries = document["nodes"]
         components = [
             Component(_text(entry["name"]), _text(entry["plugin"]),
                       (Path(path).parent / _text(entry["parameters"])).resolve())
             for entry in entries
         ]
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, RecursionError) as error:
-        # ValueError: not UTF-8, an integer too long to read, or a path with a NUL
+    except (KeyError, TypeError, ValueError) as error:  # ValueError: a path with a NUL
         raise ValueError(f"graph file {path}: expected 'nodes: [{{name, plugin, parameters}}]' "
                          f"({type(error).__name__}: {str(error)[:200]})") from error
     for component in components:

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from mav_bringup.graph.components import Component
+from mav_geometry.yaml_file import read_yaml
 
 CONTROLLER = "controller"
 ESTIMATOR = "trident_ekf"
@@ -31,7 +32,7 @@ def namespace(index: int) -> str:
 
 def namespaced_parameter_file(component: Component, name_space: str, directory: Path) -> Path:
     """A copy of the component's parameter file keyed ``/<namespace>/<node name>``."""
-    document = yaml.safe_load(component.parameters.read_text())
+    _, document = read_yaml(component.parameters, "parameter", ValueError)
     values = document[component.name]["ros__parameters"]
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name_space}_{component.name}.yaml"
@@ -53,7 +54,8 @@ def vehicle_parameters(component: Component, index: int, vehicle_file: str,
         return {"base_frame": f"{name_space}/base_link", "odom_frame": f"{name_space}/odom"}
     if component.name != CONTROLLER:
         return {}
-    values = yaml.safe_load(component.parameters.read_text())[CONTROLLER]["ros__parameters"]
+    _, document = read_yaml(component.parameters, "parameter", ValueError)
+    values = document[CONTROLLER]["ros__parameters"]
     east = index * spacing_m
     moved: dict[str, Any] = {"vehicle_file": vehicle_file}
     for key, stride in (("figure_eight_center", 2), ("hover_position", 3), ("waypoints", 3)):

@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import yaml
 from rosbags.interfaces import (
     ConnectionExtRosbag2,
     MessageDefinition,
@@ -24,6 +23,7 @@ from rosbags.rosbag2 import Reader
 from rosbags.rosbag2.errors import ReaderError
 from rosbags.rosbag2.metadata import parse_qos
 
+from mav_geometry.yaml_file import read_yaml
 from trident_ekf.tools.mcap_salvage import McapError, McapSalvage, SalvageReport
 
 _FORMATS = {"ros2msg": MessageDefinitionFormat.MSG, "ros2idl": MessageDefinitionFormat.IDL}
@@ -43,11 +43,11 @@ def _error_text(error: BaseException) -> str:
 def _expected_counts(directory: Path) -> dict[str, int] | None:
     """Message count per topic that ``metadata.yaml`` promises, or None without one."""
     try:
-        metadata = yaml.safe_load((directory / "metadata.yaml").read_text())
+        _, metadata = read_yaml(directory / "metadata.yaml", "bag metadata", ValueError)
         topics = metadata["rosbag2_bagfile_information"]["topics_with_message_count"]
         return {str(entry["topic_metadata"]["name"]): int(entry["message_count"])
                 for entry in topics}
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError):  # ValueError: missing, unreadable, not YAML
         return None
 
 

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from mav_geometry.arrays import FloatArray
 from mav_geometry.shown import shown
+from mav_geometry.yaml_file import read_yaml
 from variational_sim.multibody.mechanism import (
     JOINT_TYPES,
     Actuator,
@@ -207,13 +207,7 @@ def mechanism_from_dict(document: Any) -> Mechanism:
 
 def load_mechanism(path: str | Path) -> Mechanism:
     """Read a mechanism YAML file (see the module docstring for the layout)."""
-    try:
-        with open(path, encoding="utf-8") as stream:
-            document = yaml.safe_load(stream)
-    except (yaml.YAMLError, UnicodeDecodeError, ValueError) as error:  # ValueError: long ints
-        raise MechanismFileError(f"{path}: not valid YAML ({str(error)[:300]})") from None
-    except RecursionError:
-        raise MechanismFileError(f"{path}: not valid YAML (nested too deeply)") from None
+    _, document = read_yaml(path, "mechanism", MechanismFileError)
     try:
         return mechanism_from_dict(document)
     except MechanismFileError as error:

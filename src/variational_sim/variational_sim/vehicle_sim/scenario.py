@@ -47,9 +47,8 @@ from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mav_geometry.shown import shown
+from mav_geometry.yaml_file import read_yaml
 from variational_sim.sensors.base import Fault
 from variational_sim.vehicle_sim.wind import Gust, WindConfig
 
@@ -268,14 +267,5 @@ def parse_scenario(document: Any, name: str = "scenario") -> Scenario:
 
 def load_scenario(path: Path) -> Scenario:
     """A scenario file (ScenarioError for an unreadable file or any bad entry)."""
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as error:
-        raise ScenarioError(f"scenario file {path}: cannot be read ({error})") from None
-    try:
-        document = yaml.safe_load(text)
-    except (yaml.YAMLError, ValueError) as error:  # ValueError: integers too long to read
-        raise ScenarioError(f"scenario file {path}: not valid YAML ({str(error)[:300]})") from None
-    except RecursionError:
-        raise ScenarioError(f"scenario file {path}: not valid YAML (nested too deeply)") from None
+    _, document = read_yaml(path, "scenario", ScenarioError)
     return parse_scenario(document, Path(path).stem)

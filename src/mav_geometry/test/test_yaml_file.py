@@ -1,0 +1,86 @@
+"""``read_yaml``: a file's text and YAML document, or the caller's error naming the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mav_geometry.yaml_file import REASON_CHARACTERS, read_yaml
+
+
+class WidgetError(ValueError):
+    """The error class of an imaginary loader: read_yaml must raise exactly it."""
+
+
+def _rejected(path: Path) -> str:
+    """The message read_yaml gives for ``path``, checked to be one line of the caller's class,
+    naming the file, with no chained cause."""
+    with pytest.raises(WidgetError) as caught:
+        read_yaml(path, "widget", WidgetError)
+    message = str(caught.value)
+    assert message.startswith(f"widget file {path}: "), message
+    assert "\n" not in message
+    assert len(message) <= len(f"widget file {path}: not valid YAML ()") + REASON_CHARACTERS
+    assert caught.value.__cause__ is None
+    return message
+
+
+def test_a_good_file_gives_its_text_and_document(tmp_path: Path) -> None:
+    path = tmp_path / "good.yaml"
+    path.write_text("name: wing\nspan_m: 1.5\nparts: [a, b]\n")
+    text, document = read_yaml(path, "widget", WidgetError)
+    assert text == "name: wing\nspan_m: 1.5\nparts: [a, b]\n"
+    assert document == {"name": "wing", "span_m": 1.5, "parts": ["a", "b"]}
+    assert read_yaml(str(path), "widget", WidgetError)[1] == document  # a str path too
+
+
+def test_an_empty_file_is_an_empty_document(tmp_path: Path) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text("")
+    assert read_yaml(path, "widget", WidgetError) == ("", None)
+
+
+@pytest.mark.parametrize("name", ["missing.yaml", "."], ids=["missing", "folder"])
+def test_an_unreadable_path_cannot_be_read(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    message = _rejected(path)
+    assert message.startswith(f"widget file {path}: cannot be read ("), message
+
+
+def test_invalid_utf8_cannot_be_read(tmp_path: Path) -> None:
+    path = tmp_path / "binary.yaml"
+    path.write_bytes(b"name: \xff\xfe\x00\x81")
+    assert _rejected(path) == (f"widget file {path}: cannot be read ('utf-8' codec can't "
+                               "decode byte 0xff in position 6: invalid start byte)")
+
+
+def test_bad_yaml_is_not_valid_yaml_with_the_parsers_reason_on_one_line(
+        tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("parts: [a, b\n")
+    message = _rejected(path)
+    assert message.startswith(f"widget file {path}: not valid YAML (while parsing a flow "
+                              "sequence in \"<unicode string>\", line 1, column 8"), message
+
+
+def test_an_integer_of_5000_digits_is_not_valid_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "huge.yaml"
+    path.write_text("span_m: " + "9" * 5000 + "\n")
+    message = _rejected(path)
+    assert message.startswith(f"widget file {path}: not valid YAML (Exceeds the limit "), message
+    assert "9" * 50 not in message  # the digits are not copied out
+
+
+def test_a_long_reason_is_cut(tmp_path: Path) -> None:
+    path = tmp_path / ("x" * 250 + ".yaml")  # the reason quotes the path: over the limit
+    message = _rejected(path)
+    reason = message.removeprefix(f"widget file {path}: cannot be read (").removesuffix(")")
+    assert reason.startswith("[Errno 2] No such file or directory: "), reason
+    assert len(reason) == REASON_CHARACTERS
+
+
+def test_600_deep_nesting_is_nested_too_deeply(tmp_path: Path) -> None:
+    path = tmp_path / "deep.yaml"
+    path.write_text("[" * 600 + "]" * 600)
+    assert _rejected(path) == f"widget file {path}: not valid YAML (nested too deeply)"
