@@ -38,7 +38,8 @@ from harness import Result, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results"
-TOOLS = ["mav-sim", "mav-keystore", "trident-replay", "trident-import", "trident-bag-recover"]
+TOOLS = ["mav-sim", "mav-keystore", "mav-campaign", "trident-replay", "trident-import",
+         "trident-bag-recover"]
 """Commands with ``--help``."""
 NODES = ["estimator_node", "controller_node", "simulator_node"]
 """Node executables: ROS arguments only, no ``--help``."""

@@ -23,7 +23,7 @@ LTS_DISTROS = {"jazzy"}  # Humble (Python 3.10) is not supported: README
 # setup.py requirement -> rosdep key; the rest have no key and are pip-installed.
 ROSDEP_KEYS = {"numpy": "python3-numpy", "scipy": "python3-scipy", "pyyaml": "python3-yaml",
                "matplotlib": "python3-matplotlib"}
-PIP_ONLY = {"pymap3d", "pyulog", "pymavlink", "rosbags", "pygeomag"}
+PIP_ONLY = {"pymap3d", "pyulog", "pymavlink", "rosbags", "pygeomag", "ray", "pyarrow"}
 PROJECT = {p.parent.name for p in (ROOT / "src").glob("*/package.xml")}
 LAUNCH_FILES = sorted(p.name for p in (ROOT / "launch").glob("*.launch.py"))
 BRINGUP = "mav_bringup"

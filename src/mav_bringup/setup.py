@@ -35,7 +35,8 @@ setup(
         *share_files(),
     ],
     install_requires=["mav_ros_common", "mav_geometry", "mav_dynamics", "variational_sim",
-                      "trident_ekf", "numpy", "pyyaml", "matplotlib", "pymap3d", "rosbags"],
+                      "trident_ekf", "numpy", "pyyaml", "matplotlib", "pymap3d", "rosbags",
+                      "ray", "pyarrow"],
     extras_require={"test": ["pytest", "hypothesis"]},
     python_requires=">=3.11",
     zip_safe=True,
@@ -43,6 +44,7 @@ setup(
         "console_scripts": [
             "mav-sim = mav_bringup.graph.runner:main",
             "mav-keystore = mav_bringup.security.keystore:main",
+            "mav-campaign = mav_bringup.campaign.command:main",
         ],
     },
     maintainer="Trident suite maintainers",

@@ -2,7 +2,9 @@
 
 - ``parameters``: parameter specs (unit, range, choices, read-only or dynamic), declaration
   with descriptors, validation, and run-time changes that are refused with a reason or
-  applied;
+  applied (rclpy is imported only where a node is involved);
+- ``parameter_file``: a node's parameter file and overrides read without a node, each
+  value checked as the node checks it (trident-replay, the closed-loop pipeline);
 - ``qos``: the QoS profiles of the suite's topics;
 - ``stamps``: ``builtin_interfaces/Time`` <-> seconds and nanoseconds;
 - ``diagnostics``: ``/diagnostics`` messages (levels, key/values, the topic);

@@ -34,21 +34,31 @@ import reprlib
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
+from enum import IntEnum
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from rcl_interfaces.msg import (
-    FloatingPointRange,
-    IntegerRange,
-    ParameterDescriptor,
-    SetParametersResult,
-)
-from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
-from rclpy.node import Node
-from rclpy.parameter import Parameter
+if TYPE_CHECKING:
+    from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+# rclpy and rcl_interfaces are imported where a node is involved (declaring, describing,
+# run-time changes): specs, checks and parameter files work without ROS (the closed-loop
+# pipeline of mav_bringup imports no rclpy).
 
-Kind = Parameter.Type
-"""The parameter types used here: BOOL, INTEGER, DOUBLE, STRING and DOUBLE_ARRAY."""
+
+class Kind(IntEnum):
+    """rclpy's ``Parameter.Type`` values (equal to them as integers) without importing rclpy;
+    the parameter types used here: BOOL, INTEGER, DOUBLE, STRING and DOUBLE_ARRAY."""
+
+    NOT_SET = 0
+    BOOL = 1
+    INTEGER = 2
+    DOUBLE = 3
+    STRING = 4
+    DOUBLE_ARRAY = 8
+
+
 SettingsT = TypeVar("SettingsT")
 Values = Mapping[str, Any]
 """Validated parameter values by name: bool, int, float, str, tuple of floats or None."""
@@ -153,7 +163,7 @@ class ParameterSpec:
             self.check(self.default)  # a spec whose default is invalid is a programming error
 
     @property
-    def kind(self) -> Parameter.Type:
+    def kind(self) -> Kind:
         """The rclpy type of the parameter."""
         default = self.default
         if default is None or isinstance(default, tuple):
@@ -207,6 +217,8 @@ class ParameterSpec:
         """The descriptor rclpy enforces and ``ros2 param describe`` shows: description with
         unit and range, ``read_only``, the range of a number; dynamic typing (``check``
         checks the type)."""
+        from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+
         change = ("read-only: set at start-up" if self.read_only
                   else "can be changed at run time")
         descriptor = ParameterDescriptor(
@@ -289,6 +301,8 @@ def _override(node: Node, name: str) -> Any:
 
 def _declare(node: Node, spec: ParameterSpec) -> Any:
     """Declare ``spec`` on ``node``; its validated value (ParameterError)."""
+    from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
+
     try:
         parameter = node.declare_parameter(spec.name, spec.declared_default(),
                                            spec.descriptor())
@@ -376,6 +390,9 @@ class NodeParameters(Generic[SettingsT]):
 
     def review(self, parameters: list[Parameter[Any]]) -> SetParametersResult:
         """The on-set callback: accept ``parameters`` or refuse them with the reason."""
+        from rcl_interfaces.msg import SetParametersResult
+        from rclpy.parameter import Parameter
+
         ours = [p for p in parameters if p.name in self._specs]
         if not ours:
             return SetParametersResult(successful=True)

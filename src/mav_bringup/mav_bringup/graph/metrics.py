@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from mav_bringup.graph.series import OdometrySeries, SensorSamples
+from mav_bringup.graph.samples import OdometrySeries, SensorSamples
 from mav_geometry import quaternion as Q
 from mav_geometry.arrays import FloatArray
 from variational_sim.sensors.barometer import (

@@ -31,6 +31,7 @@ from mav_bringup.graph.components import Component, default_graph_file, load_gra
 from mav_bringup.graph.events import scenario_facts
 from mav_bringup.graph.fleet import write_fleet_summary
 from mav_bringup.graph.isolation import LOCK_NAME, OutputLock, run_domain_id
+from mav_bringup.graph.shortcuts import shortcut_parameters
 from mav_ros_common.exit_codes import EXIT_INTERRUPTED, EXIT_TERMINATED
 from mav_ros_common.parameters import ParameterError
 from mav_ros_common.resources import find_named_file
@@ -96,17 +97,14 @@ class RunOptions:
 
     def node_parameters(self) -> dict[str, dict[str, Any]]:
         """Per-node overrides: the options' shortcuts, then ``overrides``."""
-        parameters: dict[str, dict[str, Any]] = {
-            SIMULATOR: {"duration_s": float(self.duration_s), "vehicle_file": self.vehicle,
-                        "seed": self.seed, "lockstep": True, "real_time_factor": 0.0},
-            "controller": {"vehicle_file": self.vehicle, "trajectory": self.trajectory,
-                           "odometry_source": self.odometry_source},
-        }
+        parameters = shortcut_parameters(
+            vehicle=self.vehicle, trajectory=self.trajectory,
+            odometry_source=self.odometry_source, seed=self.seed, duration_s=self.duration_s,
+            scenario=self.scenario)
+        parameters[SIMULATOR].update({"lockstep": True, "real_time_factor": 0.0})
         if self.vehicles:
             parameters[SIMULATOR].update({"vehicles": ",".join(self.vehicles),
                                           "vehicle_spacing_m": float(self.vehicle_spacing_m)})
-        if self.scenario is not None:
-            parameters[SIMULATOR]["scenario"] = self.scenario
         for node, values in self.overrides.items():
             parameters.setdefault(node, {}).update(values)
         return parameters

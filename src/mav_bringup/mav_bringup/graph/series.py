@@ -15,6 +15,9 @@ from numpy.typing import NDArray
 from rosbags.rosbag2 import Reader
 
 from mav_bringup.graph.recorder import TYPESTORE
+from mav_bringup.graph.samples import OdometrySeries as OdometrySeries  # also read from here
+from mav_bringup.graph.samples import SensorSamples as SensorSamples
+from mav_bringup.graph.samples import SensorSite as SensorSite
 from mav_geometry.arrays import FloatArray
 from mav_ros_common.diagnostics import DIAGNOSTICS_TOPIC
 from mav_ros_common.stamps import to_seconds
@@ -27,10 +30,6 @@ BAROMETER = "/barometer/pressure"
 MAGNETOMETER = "/magnetic_field"
 
 
-ODOMETRY_ROW_WIDTH = 23
-"""Numbers ``odometry_row`` takes from a nav_msgs/Odometry."""
-
-
 def odometry_row(message: Any) -> tuple[float, ...]:
     """A nav_msgs/Odometry as the numbers the report uses: stamp (s), position (3),
     orientation [x, y, z, w], linear twist (3), pose and twist covariance diagonals (6 each)."""
@@ -41,62 +40,6 @@ def odometry_row(message: Any) -> tuple[float, ...]:
             twist.linear.x, twist.linear.y, twist.linear.z,
             *message.pose.covariance[::7].tolist(),  # the diagonal of a row-major 6x6
             *message.twist.covariance[::7].tolist())
-
-
-@dataclass
-class OdometrySeries:
-    """Odometry samples: stamps (s), position (m, parent frame), attitude [x,y,z,w] (child to
-    parent), body velocity (m/s, child frame) and the pose/twist covariance diagonals."""
-
-    time: FloatArray
-    position: FloatArray
-    attitude: FloatArray
-    velocity_body: FloatArray
-    pose_variance: FloatArray
-    twist_variance: FloatArray
-
-    @classmethod
-    def from_messages(cls, messages: list[Any]) -> OdometrySeries:
-        return cls.from_rows([odometry_row(m) for m in messages])
-
-    @classmethod
-    def from_rows(cls, rows: Sequence[Sequence[float]]) -> OdometrySeries:
-        """Series of ``odometry_row`` rows."""
-        table = np.array(rows, dtype=float).reshape(-1, ODOMETRY_ROW_WIDTH)
-        return cls(table[:, 0], table[:, 1:4], table[:, 4:8], table[:, 8:11], table[:, 11:17],
-                   table[:, 17:23])
-
-    def __len__(self) -> int:
-        return len(self.time)
-
-
-@dataclass
-class SensorSamples:
-    """Readings of one sensor: stamps (s) and values, one row per reading (barometer: static
-    pressure, Pa, shape (n,); magnetometer: flux density, T, imu_link axes, shape (n, 3))."""
-
-    time: FloatArray
-    values: FloatArray
-
-    @classmethod
-    def empty(cls, width: int = 0) -> SensorSamples:
-        """No readings (the sensor is disabled or was not recorded); ``width`` 0: scalars."""
-        return cls(np.zeros(0), np.zeros((0, width)) if width else np.zeros(0))
-
-    def __len__(self) -> int:
-        return len(self.time)
-
-
-@dataclass(frozen=True)
-class SensorSite:
-    """What the sensor figures need that the bag does not carry: the map datum (deg, deg, m
-    WGS-84 ellipsoidal height), the simulator's Earth field (north, east, down, T; None:
-    unknown, e.g. no magnetometer) and the IMU mount (imu_link in base_link, [x, y, z, w]):
-    the magnetometer reads in imu_link axes."""
-
-    datum: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    earth_field_ned_T: tuple[float, float, float] | None = None  # noqa: N815 (SI unit T)
-    imu_mount_rotation_xyzw: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 1.0)
 
 
 @dataclass

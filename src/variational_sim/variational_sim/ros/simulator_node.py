@@ -36,14 +36,13 @@ from tf2_msgs.msg import TFMessage
 
 from mav_ros_common import diagnostics, stamps
 from mav_ros_common.node_main import run_node
-from mav_ros_common.parameters import ParameterError, Values, declare_parameters, show
+from mav_ros_common.parameters import ParameterError, Values, declare_parameters
 from mav_ros_common.qos import RELIABLE_10, TF, TF_STATIC
-from mav_ros_common.resources import ShareNotFoundError, find_named_file
 from variational_sim.ros import convert
 from variational_sim.ros.parameters import SPECS, SimulatorSettings, simulator_settings
 from variational_sim.ros.vehicle_channel import VehicleChannel
-from variational_sim.vehicle_sim.scenario import ScenarioError, load_scenario
-from variational_sim.vehicle_sim.simulator import SimulatorConfig, StepOutput, VehicleSimulator
+from variational_sim.ros.vehicle_setup import vehicle_simulator
+from variational_sim.vehicle_sim.simulator import StepOutput, VehicleSimulator
 
 NODE_NAME = "simulator"
 SEED_STRIDE = 2**20
@@ -57,27 +56,6 @@ WAIT_FOR_COMMAND_S = 0.01
 as soon as any message arrives."""
 
 
-def _vehicle_simulator(config: SimulatorConfig, scenario: str) -> VehicleSimulator:
-    """The simulator of ``config`` with its vehicle and scenario files resolved
-    (ParameterError naming the parameter)."""
-    if scenario:
-        try:
-            config = replace(config, scenario=load_scenario(find_named_file(scenario,
-                                                                            "scenarios")))
-        except (ValueError, ShareNotFoundError) as error:
-            raise ParameterError(f"parameter 'scenario' = {show(scenario)} is invalid: {error}",
-                                 "scenario") from error
-    try:
-        path = find_named_file(config.vehicle_file, "vehicles")
-        return VehicleSimulator(replace(config, vehicle_file=str(path)))
-    except ScenarioError as error:
-        raise ParameterError(f"parameter 'scenario' = {show(scenario)} does not fit this "
-                             f"simulator: {error}", "scenario") from error
-    except (ValueError, ShareNotFoundError) as error:
-        raise ParameterError(f"parameter 'vehicle_file' = {show(config.vehicle_file)} is "
-                             f"invalid: {error}", "vehicle_file") from error
-
-
 def _vehicle_simulators(settings: SimulatorSettings, scenario: str
                         ) -> list[tuple[str, VehicleSimulator]]:
     """(namespace, simulator) of every vehicle: one without a namespace, or ``uav<k>``
@@ -85,14 +63,14 @@ def _vehicle_simulators(settings: SimulatorSettings, scenario: str
     parameter)."""
     config = settings.config
     if not settings.vehicles:
-        return [("", _vehicle_simulator(config, scenario))]
+        return [("", vehicle_simulator(config, scenario))]
     x, y, z = config.initial_position
     vehicles = []
     for k, vehicle_file in enumerate(settings.vehicles):
         vehicle = replace(config, vehicle_file=vehicle_file, seed=config.seed + k * SEED_STRIDE,
                           initial_position=(x + k * settings.vehicle_spacing_m, y, z))
         try:
-            vehicles.append((f"uav{k + 1}", _vehicle_simulator(vehicle, scenario)))
+            vehicles.append((f"uav{k + 1}", vehicle_simulator(vehicle, scenario)))
         except ParameterError as error:
             if error.name != "vehicle_file":
                 raise

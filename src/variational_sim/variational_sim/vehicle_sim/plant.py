@@ -202,6 +202,8 @@ class MultirotorPlant:
         self.landed = position[2] == self.ground_height and not any(twist)
         self._cache_node()
         self.touchdowns = 0
+        self.impact_speed_mps = 0.0
+        """Downward speed at the last touchdown, m/s (0 before any)."""
         self._twist = list(twist)
         self._held = [0.0] * 6
         self._anchor_balances()
@@ -438,6 +440,7 @@ class MultirotorPlant:
         """Inelastic contact: stop on the ground plane, attitude kept (re-levelling it here
         would be a rotation the IMU never measures, and the estimator would keep the tilt)."""
         time = self.state.time
+        self.impact_speed_mps = -self.velocity_enu[2]
         self.state = self.body.state(
             DUAL.pack(self.orientation, (position[0], position[1], self.ground_height)),
             np.zeros(6), time)
