@@ -9,6 +9,7 @@ because every package that reads files depends on this one.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -40,3 +41,15 @@ def read_yaml(path: str | Path, kind: str, error: type[ValueError]) -> tuple[str
 def _one_line(reason: BaseException) -> str:
     """The reason's text on one line (the parser's spans several), cut."""
     return " ".join(str(reason).split())[:REASON_CHARACTERS]
+
+
+def finite_number(value: Any) -> float:
+    """A YAML value as a finite float, or NaN when it is not one: not a number (a bool is
+    not), infinite, NaN, or an integer of more digits than a float holds."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return math.nan
+    try:
+        number = float(value)
+    except OverflowError:
+        return math.nan
+    return number if math.isfinite(number) else math.nan

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
-from mav_geometry.yaml_file import REASON_CHARACTERS, read_yaml
+from mav_geometry.yaml_file import REASON_CHARACTERS, finite_number, read_yaml
 
 
 class WidgetError(ValueError):
@@ -84,3 +85,17 @@ def test_600_deep_nesting_is_nested_too_deeply(tmp_path: Path) -> None:
     path = tmp_path / "deep.yaml"
     path.write_text("[" * 600 + "]" * 600)
     assert _rejected(path) == f"widget file {path}: not valid YAML (nested too deeply)"
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (3, 3.0), (-2.5, -2.5), (0, 0.0), (10**300, 1e300),
+])
+def test_finite_numbers_come_back_as_floats(value, expected):
+    assert finite_number(value) == expected
+
+
+@pytest.mark.parametrize("value", [
+    True, False, "1.0", None, [1.0], math.inf, -math.inf, math.nan, 10**400, -(10**4000),
+])
+def test_anything_else_is_nan(value):
+    assert math.isnan(finite_number(value))

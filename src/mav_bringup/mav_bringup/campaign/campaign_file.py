@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mav_geometry.shown import shown
-from mav_geometry.yaml_file import read_yaml
+from mav_geometry.yaml_file import finite_number, read_yaml
 from mav_ros_common.resources import ShareNotFoundError, find_named_file
 
 if TYPE_CHECKING:
@@ -187,13 +187,8 @@ def _integer(where: str, value: Any, low: int, high: int) -> int:
 
 
 def _number(where: str, value: Any, low: float, high: float) -> float:
-    number = math.nan
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        try:
-            number = float(value)
-        except OverflowError:  # an integer with hundreds of digits
-            number = math.nan
-    if not (math.isfinite(number) and low <= number <= high):
+    number = finite_number(value)
+    if not low <= number <= high:  # NaN: not a finite number
         raise CampaignError(f"{where} = {shown(value)} must be a number in [{low}, {high}]")
     return number
 

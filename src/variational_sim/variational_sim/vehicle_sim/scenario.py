@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from mav_geometry.shown import shown
-from mav_geometry.yaml_file import read_yaml
+from mav_geometry.yaml_file import finite_number, read_yaml
 from variational_sim.sensors.base import Fault
 from variational_sim.vehicle_sim.wind import Gust, WindConfig
 
@@ -148,13 +148,8 @@ def _check_keys(where: str, entry: dict[str, Any], known: list[str]) -> None:
 
 def _number(where: str, name: str, value: Any, low: float = -math.inf,
             high: float = math.inf) -> float:
-    number = math.nan
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        try:
-            number = float(value)
-        except OverflowError:  # an integer with hundreds of digits
-            number = math.nan
-    if not (math.isfinite(number) and low <= number <= high):
+    number = finite_number(value)
+    if not low <= number <= high:  # NaN: not a finite number
         raise ScenarioError(f"{where}: {name} = {shown(value)} must be a number in "
                             f"[{low}, {high}]")
     return number
