@@ -219,6 +219,13 @@ def test_nis_per_source_and_rejected_updates(campaign: tuple[Path, dict[str, Any
         assert verdicts[(EXACT.config_hash, source)] == "consistent"
         assert verdicts[(OPTIMISTIC.config_hash, source)] == "optimistic"
         assert verdicts[(PESSIMISTIC.config_hash, source)] == "pessimistic"
+    # NIS drawn from `scale` times chi-square: innovations sqrt(scale) times the predicted
+    spreads = {(g["config_hash"], g["source"]): g["spread_ratio"]
+               for g in summary["nis_by_group"]}
+    for runs_set in (EXACT, OPTIMISTIC, PESSIMISTIC):
+        for source in NIS_DOF:
+            assert spreads[(runs_set.config_hash, source)] == pytest.approx(
+                np.sqrt(runs_set.scale), rel=0.05)
     assert "| gnss_position | 100 |" in report
 
 

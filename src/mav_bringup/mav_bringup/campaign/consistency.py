@@ -229,6 +229,13 @@ class NisCheck:
     verdict: str
     runs_inside: float  # fraction of the runs with accepted updates
 
+    @property
+    def spread_ratio(self) -> float:
+        """sqrt(NIS / dof): the innovations' spread over the one the filter predicts (1 when
+        right; 0.5: the filter expects innovations twice as large as it sees, so its noise
+        for the source, or its state covariance, is too large)."""
+        return float(np.sqrt(self.nis_per_dof))
+
 
 def check_nis(per_run: list[SourceTally]) -> NisCheck:
     """The NIS test of one source from each run's tally."""

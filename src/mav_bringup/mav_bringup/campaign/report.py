@@ -379,7 +379,10 @@ class _Report:
                        "[χ²(0.025, D)/D, χ²(0.975, D)/D] with 95 % probability; the last "
                        "column is the share of runs whose own time average lies inside its "
                        "own band. The gates clip the largest NIS values, so a value slightly "
-                       "under 1 is expected.", ""]
+                       "under 1 is expected. *Spread seen / predicted* is sqrt(NIS / dof): "
+                       "below 1 the filter expects larger innovations than it sees (its noise "
+                       "for the source, or its state covariance, is too large by about that "
+                       "factor's inverse), above 1 smaller.", ""]
         by_source: dict[str, list[SourceTally]] = defaultdict(list)
         by_group: dict[tuple[GroupKey, str], list[SourceTally]] = defaultdict(list)
         for run in self.ok:
@@ -391,7 +394,8 @@ class _Report:
             self.summary["nis"] = {}
             return
         self.lines += ["| source | runs | accepted | rejected | NIS / dof | 95 % band | "
-                       "verdict | runs inside their band |", "|" + "---|" * 8]
+                       "verdict | spread seen / predicted | runs inside their band |",
+                       "|" + "---|" * 9]
         checks: dict[str, NisCheck] = {}
         for source in sorted(by_source):
             check = check_nis(by_source[source])
@@ -399,7 +403,8 @@ class _Report:
             self.lines.append(
                 f"| {source} | {check.runs} | {check.accepted} | {check.rejected} | "
                 f"{_num(check.nis_per_dof)} | {_num(check.lower)} to {_num(check.upper)} | "
-                f"{check.verdict} | {_percent(check.runs_inside)} |")
+                f"{check.verdict} | {_num(check.spread_ratio, '.2f')} | "
+                f"{_percent(check.runs_inside)} |")
         figures.nis_figure(dict(by_source), self.directory / "nis.png")
         sources = sorted(by_source)
         groups = sorted({key for key, _ in by_group})
@@ -420,10 +425,12 @@ class _Report:
                 cells.append(_nis_cell(group_check))
                 per_group.append({"vehicle": key[0], "scenario": key[1],
                                   "config_hash": key[2], "source": source,
-                                  **asdict(group_check)})
+                                  **asdict(group_check),
+                                  "spread_ratio": group_check.spread_ratio})
             self.lines.append(f"| {self._group_label(key)} | " + " | ".join(cells) + " |")
         self.lines.append("")
-        self.summary["nis"] = {source: asdict(check) for source, check in checks.items()}
+        self.summary["nis"] = {source: {**asdict(check), "spread_ratio": check.spread_ratio}
+                               for source, check in checks.items()}
         self.summary["nis_by_group"] = per_group
 
     # -- 2. error distributions -----------------------------------------------------------
