@@ -191,7 +191,7 @@ def test_expansion_count_order_and_groups(tmp_path: Path) -> None:
 
 
 def test_shipped_campaigns() -> None:
-    counts = {"smoke": 4, "consistency": 200, "tuning": 162}
+    counts = {"smoke": 4, "consistency": 200, "tuning": 80}
     for name, count in counts.items():
         campaign = load_campaign(find_campaign(name))
         assert campaign.name == name
