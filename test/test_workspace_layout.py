@@ -51,7 +51,8 @@ def setup_keywords(package_dir: Path) -> dict[str, object]:
     keywords = {}
     for keyword in call.keywords:
         if isinstance(keyword.value, ast.Name):
-            keywords[keyword.arg] = constants[keyword.value.id]
+            if keyword.value.id in constants:  # not, e.g., a list of Extension objects
+                keywords[keyword.arg] = constants[keyword.value.id]
         elif not isinstance(keyword.value, ast.Call):
             try:
                 keywords[keyword.arg] = ast.literal_eval(keyword.value)

@@ -1,0 +1,13 @@
+/* trident_ekf.core._kernels: compiled kernels of trident_ekf.core (see mav_geometry.kernels). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static PyMethodDef methods[] = {
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "trident_ekf.core._kernels", NULL, -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }
