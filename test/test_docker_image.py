@@ -99,6 +99,8 @@ def test_every_package_is_resolved_with_rosdep():
     assert copied == packages
     runs = " ".join(rest for keyword, rest in instructions() if keyword == "RUN")
     assert "rosdep install --from-paths src" in runs
+    # build: the C kernels need python3-dev (build_depend) on the image.
+    assert all(f"--dependency-types {kind}" in runs for kind in ("build", "exec", "test"))
     assert "colcon build" in runs
     assert "colcon test" in runs
 
