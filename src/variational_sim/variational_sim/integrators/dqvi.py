@@ -29,8 +29,11 @@ The scheme couples translation and rotation: a ``CouplingLimitWarning`` is issue
 per integrator when the coupling number ``Gamma = m |rho|^2 / (4 lambda_min(I_C))``
 exceeds ``coupling_warning``.
 
-The inner loop works on Python floats (numpy only for the 6x6 Jacobian and solve):
-on 6-element arrays numpy's per-call overhead would dominate the step cost.
+``step`` and ``solve`` run the whole Newton solve in one call of the compiled kernel
+(``_kernels.c``) when it is built; the Python code below is the reference it follows
+expression by expression (``MAV_KERNELS=reference``, or ``kernels = None`` on an
+instance, runs it). The reference works on Python floats (numpy only for the 6x6
+Jacobian and solve): on 6-element arrays numpy's per-call overhead would dominate.
 """
 
 from __future__ import annotations
@@ -38,12 +41,15 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 from scipy.linalg.lapack import dgesv, dgetrs
 
 from mav_geometry.arrays import FloatVector
+from mav_geometry.kernels import load_kernels
 from mav_geometry.scalar import Vector3, cross, multiply, rotate_inverse
+from mav_geometry.shown import shown
 from variational_sim.integrators.base import (
     CouplingLimitWarning,
     NoSolutionError,
@@ -53,6 +59,13 @@ from variational_sim.models.rigid_body import RigidBody, RigidBodyState
 
 Parts = tuple[float, Vector3, float, list[float]]
 """``(s, beta, b0, mu)`` of an increment ``x = (phi, rho)``."""
+
+_kernels = load_kernels("variational_sim.integrators._kernels")
+
+_LIMIT, _SINGULAR, _NO_DESCENT = 1, 2, 3
+"""Failure codes of the solve (the compiled kernel's ``code``)."""
+_NO_DESCENT_CAUSE = ("no correction along the Newton direction reduces the residual "
+                     "(a nonzero local minimum of |G(x) - c|: no solution nearby)")
 
 
 @dataclass
@@ -105,7 +118,8 @@ class DQVI:
         m6 = body.inertia
         self._m6_stacked = np.vstack([m6, np.eye(6)])
         self._rows = [tuple(row) for row in m6.tolist()]
-        self._inverse_rows = [tuple(row) for row in np.linalg.inv(m6).tolist()]
+        inverse = np.linalg.inv(m6)
+        self._inverse_rows = [tuple(row) for row in inverse.tolist()]
         translational = m6[3:, 3:]
         rotational = m6[:3, :3] - m6[:3, 3:] @ np.linalg.solve(translational, m6[3:, :3])
         self._coupling_scale = float(
@@ -113,6 +127,11 @@ class DQVI:
         )
         self._weight = tuple((body.mass * body.gravity).tolist())
         self._com = tuple(body.com_offset.tolist())
+        self.kernels: ModuleType | None = _kernels
+        """The compiled step (``_kernels.c``), or None to run the Python reference."""
+        # the layout of DqviBody in _kernels.c: M6, M6^-1 (rows), m g (world), CoM offset
+        self._kernel_body = np.concatenate([
+            m6.ravel(), inverse.ravel(), body.mass * body.gravity, body.com_offset])
 
     # -- model terms ------------------------------------------------------------------------
 
@@ -222,7 +241,14 @@ class DQVI:
 
     def solve(self, target: list[float]) -> list[float]:
         """Newton solve of ``G(x) = target`` from the recommended guess ``M6^-1 target``."""
-        return self._solve(target)[0]
+        if self.kernels is None:
+            return self._solve(target)[0]
+        x = np.empty(6)
+        self._check_report(self.kernels.dqvi_solve(
+            self._kernel_body, self.tolerance, self.max_iterations, self.REUSE_BELOW,
+            self.CHORD_CONTRACTION, target, x))
+        result: list[float] = x.tolist()
+        return result
 
     def _solve(self, target: list[float]) -> tuple[list[float], Parts]:
         """``solve`` returning also the increment parts at the solution.
@@ -276,23 +302,39 @@ class DQVI:
             found = self._line_search(x, dx, residual, target,
                                       armijo=residual > reuse_below)
             if found is None:
-                cause = ("no correction along the Newton direction reduces the residual "
-                         "(a nonzero local minimum of |G(x) - c|: no solution nearby)")
+                cause = _NO_DESCENT_CAUSE
                 break
             x, parts, r, new_residual, size = found
             previous, residual = residual, new_residual
             if size <= 1e-15 * max(1.0, math.sqrt(sum([v * v for v in x]))):
                 self._record(iteration, jacobians)
                 return x, parts
+        raise self._failure(cause, residual, target_norm, iteration, jacobians, rate_step)
+
+    def _failure(self, cause: str, residual: float, target_norm: float, iterations: int,
+                 jacobians: int, rate_step: float) -> NoSolutionError:
+        """The error of a failed solve (``rate_step``: h |omega| of the guess)."""
         relative = residual / target_norm if target_norm > 0.0 else residual
-        raise NoSolutionError(
+        return NoSolutionError(
             f"DQVI Newton failed with step {self.step_size} s at h |omega| = {rate_step:.4g}: "
             f"{cause}; the residual |G(x) - c| of the step equation is {relative:.3e} "
-            f"relative to |c| = {target_norm:.3e} after {iteration} iterations "
+            f"relative to |c| = {target_norm:.3e} after {iterations} iterations "
             f"({jacobians} Jacobians). The discrete step has no solution beyond about "
             "h |omega| = 1 (exactly 1, i.e. 90 degrees per step, for a spin about a principal "
             "axis), or translation per step couples too strongly; reduce the step size"
         )
+
+    def _check_report(self, report: tuple[int, int, int, float, float, float, int, float]
+                      ) -> float:
+        """Record the compiled solve's statistics, raise its failure; returns ``|rho|^2``."""
+        code, iterations, jacobians, residual, target_norm, rate_step, info, rho_squared = report
+        if code == 0:
+            self._record(iterations, jacobians)
+            return rho_squared
+        cause = {_LIMIT: f"the iteration limit ({self.max_iterations}) was reached",
+                 _SINGULAR: f"the Jacobian of G is singular (LAPACK info {info})",
+                 _NO_DESCENT: _NO_DESCENT_CAUSE}[code]
+        raise self._failure(cause, residual, target_norm, iterations, jacobians, rate_step)
 
     def _residual(self, x: list[float], parts: Parts,
                   target: list[float]) -> tuple[list[float], float]:
@@ -333,8 +375,8 @@ class DQVI:
         stats.max_iterations_seen = max(stats.max_iterations_seen, iterations)
         stats.max_jacobians_seen = max(stats.max_jacobians_seen, jacobians)
 
-    def _check_coupling(self, x: list[float]) -> None:
-        gamma = self._coupling_scale * (x[3] * x[3] + x[4] * x[4] + x[5] * x[5])
+    def _check_coupling(self, rho_squared: float) -> None:
+        gamma = self._coupling_scale * rho_squared
         stats = self.statistics
         stats.last_coupling_number = gamma
         stats.max_coupling_number = max(stats.max_coupling_number, gamma)
@@ -350,11 +392,18 @@ class DQVI:
 
     def step(self, state: RigidBodyState, inputs: FloatVector | None = None) -> RigidBodyState:
         """One step; ``inputs`` is the body wrench ``(tau_B, f_B)`` about O held over the step."""
+        if self.kernels is not None:
+            pose, momentum = np.empty(8), np.empty(6)
+            self._check_coupling(self._check_report(self.kernels.dqvi_step(
+                self._kernel_body, self.step_size, self.tolerance, self.max_iterations,
+                self.REUSE_BELOW, self.CHORD_CONTRACTION, state.pose, state.momentum, inputs,
+                pose, momentum)))
+            return RigidBodyState(state.time + self.step_size, pose, momentum)
         h = self.step_size
         held = [0.0] * 6 if inputs is None else list(map(float, inputs))
         if len(held) != 6 or not all(map(math.isfinite, held)):
             raise ValueError(
-                f"inputs must be a finite body wrench (tau_B, f_B) of 6, got {inputs!r}"
+                f"inputs must be a finite body wrench (tau_B, f_B) of 6, got {shown(inputs)}"
             )
         pose = state.pose.tolist()
         q, d = pose[:4], pose[4:]
@@ -362,7 +411,7 @@ class DQVI:
         momentum = state.momentum.tolist()
         target = [0.5 * h * p + 0.25 * h * h * w for p, w in zip(momentum, wrench, strict=True)]
         x, (s, beta, b0, mu) = self._solve(target)
-        self._check_coupling(x)
+        self._check_coupling(x[3] * x[3] + x[4] * x[4] + x[5] * x[5])
         g_bar = self._g(x, s, beta, b0, mu, -1.0)
         # f = a + eps 1/2 rho a  (scalar-last); pose_{k+1} = pose_k f
         a = (x[0], x[1], x[2], s)

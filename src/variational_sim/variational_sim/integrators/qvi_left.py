@@ -34,6 +34,7 @@ class LeftRectangleQVI(QuaternionVariationalIntegrator):
     """Left-rectangle QVI stepping ``CoupledBodyState``; inputs: held body wrench (tau_B, F_B)."""
 
     name = "left-rectangle QVI"
+    scheme = 0
 
     def residual_and_jacobian(self, state: CoupledBodyState,
                               inputs: ArrayLike | None = None) -> StepEquations:
@@ -67,6 +68,9 @@ class LeftRectangleQVI(QuaternionVariationalIntegrator):
 
     def step(self, state: CoupledBodyState, inputs: ArrayLike | None = None) -> CoupledBodyState:
         """One step of ``step_size`` seconds."""
+        if self.kernels is not None:
+            return self._compiled_step(self.kernels, state, inputs,
+                                       self.model.coefficients(state.time), 0.0)
         h = self.step_size
         v, w = self._solve(state, inputs)
         c = self.model.coefficients(state.time)

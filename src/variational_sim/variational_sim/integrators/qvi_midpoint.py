@@ -39,6 +39,7 @@ class MidpointQVI(QuaternionVariationalIntegrator):
     """Midpoint QVI stepping ``CoupledBodyState``; inputs: held body wrench (tau_B, F_B)."""
 
     name = "midpoint QVI"
+    scheme = 1
 
     def __init__(self, model: CoupledModel, step_size: float, tolerance: float = 1e-14,
                  max_iterations: int = 30, coupling_factor: float = 0.5) -> None:
@@ -78,6 +79,10 @@ class MidpointQVI(QuaternionVariationalIntegrator):
 
     def step(self, state: CoupledBodyState, inputs: ArrayLike | None = None) -> CoupledBodyState:
         """One step of ``step_size`` seconds."""
+        if self.kernels is not None:
+            midpoint_time = state.time + 0.5 * self.step_size
+            return self._compiled_step(self.kernels, state, inputs,
+                                       self.model.coefficients(midpoint_time), self.coupling_factor)
         h = self.step_size
         v, w = self._solve(state, inputs)
         c = self.model.coefficients(state.time + 0.5 * h)
