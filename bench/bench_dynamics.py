@@ -14,22 +14,32 @@ Cases (each checked against its baseline before timing):
   when a limit is hit) against a bounded least-squares solve every call
   (``scipy.optimize.lsq_linear``); agreement is on the achieved wrench;
 - ``model + allocation``: one controller-step's worth of both (the issue's
-  target: at most 100 us per call for the quadrotor).
+  target: at most 100 us per call for the quadrotor);
+- ``model, compiled vs numpy`` and ``control tick, compiled vs numpy``: the same call with
+  the C kernels (``mav_dynamics._kernels``) and with the numpy reference they replace
+  (``MAV_KERNELS=reference``), in the same run; the control tick is
+  ``TrackingController.update`` then ``ControlAllocator.allocate``, as ``FlightControl.tick``
+  does them.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from harness import Case, run, write_report
 from scipy.optimize import lsq_linear
 
+from mav_dynamics import aero, allocation, controller, model
 from mav_dynamics.aero import body_drag_wrench
 from mav_dynamics.allocation import ControlAllocator, allocation_matrix
 from mav_dynamics.closed_form import QuadrotorParameters, quadrotor_acceleration
+from mav_dynamics.controller import TrackingController, TrackingReference
 from mav_dynamics.model import TreeModel
 from mav_dynamics.vehicle_file import load_vehicle, parse_vehicle
 from mav_geometry.groups import SE3, SO3
@@ -95,6 +105,27 @@ def lsq_allocation(allocator: ControlAllocator, wrench: np.ndarray) -> np.ndarra
     return result
 
 
+@contextmanager
+def _numpy_reference() -> Iterator[None]:
+    """mav_dynamics with its numpy reference instead of the compiled kernels."""
+    modules = (aero, allocation, controller, model)
+    saved = [module._kernels for module in modules]
+    for module in modules:
+        module._kernels = None
+    try:
+        yield
+    finally:
+        for module, kernels in zip(modules, saved, strict=True):
+            module._kernels = kernels
+
+
+def _reference_of(function: Callable[[], Any]) -> Callable[[], Any]:
+    def run_reference() -> Any:
+        with _numpy_reference():
+            return function()
+    return run_reference
+
+
 def _close(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.allclose(a, b, rtol=1e-8, atol=1e-8))
 
@@ -156,11 +187,29 @@ def cases(seed: int = 0) -> list[Case]:
         def both_close(a, b):
             return _close(a[0], b[0]) and _close(a[1], b[1])
 
+        # a tick in flight near the reference: no limit touched, as in most ticks
+        tracking = TrackingController(model, rank=allocator.rank)
+        reference = TrackingReference(position=np.array([0.05, -0.02, 1.0]),
+                                      velocity=np.array([0.2, 0.0, 0.05]))
+        near = (SO3.exp(np.array([0.01, -0.005, 0.01])), np.array([0.0, 0.0, 1.0]),
+                np.array([0.02, -0.01, 0.005, 0.15, 0.0, 0.02]))
+
+        def tick(a=allocator, c=tracking, r=reference, state=near):
+            output = c.update(*state, r)
+            return output.wrench, a.allocate(output.wrench).status.achieved_wrench
+
+        def ours_full_model(m=model, s=s):
+            return m.evaluate(**s, torques=True).body_accelerations
+
         name = path.stem
         result += [
             Case(f"model ({name})", n, ours_model, loop_model, _close),
             Case(f"allocation ({name})", n, ours_alloc, lsq_alloc, _close),
             Case(f"model + allocation ({name})", n, ours_both, loop_both, both_close),
+            Case(f"model with torques, compiled vs numpy ({name})", n, ours_full_model,
+                 _reference_of(ours_full_model), _close),
+            Case(f"control tick, compiled vs numpy ({name})", n, tick, _reference_of(tick),
+                 both_close),
         ]
     return result
 
@@ -176,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     results = run(cases(), args.repeats)
     _, markdown = write_report(
         results, "mav_dynamics per call: batched tree + fast allocation vs baselines",
-        "baseline (closed form / per-body SE3 loop / lsq_linear)", args.output_dir, "dynamics")
+        "baseline (closed form / per-body SE3 loop / lsq_linear / numpy reference)",
+        args.output_dir, "dynamics")
     print(markdown.read_text())
     return 0
 

@@ -8,12 +8,14 @@ process, each with its own controller and estimator in its namespace (``--vehicl
 ``--duration`` s of sim time, not recorded. The baseline in the same run is the single-vehicle
 graph (N = 1, no namespace): the ratio is the wall time of N vehicles over that of one, so
 a graph whose cost is linear in the vehicles has ratio N, and the real-time factor is the
-single vehicle's divided by N.
+single vehicle's divided by N. DDS stays on loopback, in the domain of ``ROS_DOMAIN_ID``
+if set, else a random one.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -50,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     counts = sorted({int(c) for c in args.counts.split(",")} | {1})
     if args.duration <= 0.0 or args.repeats < 1 or counts[0] < 1:
         parser.error("--duration must be > 0, --repeats >= 1 and every count >= 1")
+    preset_domain = os.environ.get("ROS_DOMAIN_ID")
     _isolated_dds()
+    if preset_domain:  # keep a domain the caller chose (several runs sharing the machine)
+        os.environ["ROS_DOMAIN_ID"] = preset_domain
     walls = {}
     with tempfile.TemporaryDirectory() as workdir:
         for count in counts:

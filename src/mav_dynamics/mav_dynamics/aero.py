@@ -15,6 +15,9 @@ import numpy as np
 from mav_dynamics.vehicle import WIND_AXES, BodyDrag, FloatArray, WingAerodynamics
 from mav_geometry import quaternion
 from mav_geometry.groups import SE3
+from mav_geometry.kernels import load_kernels
+
+_kernels = load_kernels("mav_dynamics._kernels")
 
 MIN_AIRSPEED = 1e-6
 """Below this air speed (m/s) the aerodynamic wrench is zero (angles undefined)."""
@@ -48,6 +51,14 @@ class WingModel:
         self.pressure_area = 0.5 * air_density * aero.area
         self.moment_scale = np.array([aero.span, aero.chord, aero.span, 1.0, 1.0, 1.0])
         self.alpha_rad = np.deg2rad(aero.alpha_deg)
+        self.packed = self._packed()
+
+    def _packed(self) -> FloatArray:
+        """The wing's constants in the layout of ``_kernels.c`` (``W_*``)."""
+        return np.concatenate([
+            [float(self.aero.convention == WIND_AXES), self.pressure_area, self.alpha_rad.size],
+            self.link_to_aero.ravel(), self.moment_scale, self.aero.sideslip_slopes,
+            self.alpha_rad, np.asarray(self.aero.coefficients, dtype=float).ravel()])
 
     def coefficients(self, alpha: float, beta: float) -> FloatArray:
         """The six coefficients (convention order) at ``alpha``, ``beta`` (rad)."""
@@ -75,6 +86,11 @@ class WingModel:
 
     def wrench_link_frame(self, air_twist_link: FloatArray) -> FloatArray:
         """Wrench on the wing in its link frame, (47): ``Ad^T_{T^{a'}_link} W^{a'}``."""
+        if _kernels is not None:
+            wrench = np.empty(6)
+            _kernels.wing_link_wrench(
+                self.packed, np.ascontiguousarray(air_twist_link, dtype=np.float64), wrench)
+            return wrench
         aero_twist = self.link_to_aero @ air_twist_link
         result: FloatArray = self.link_to_aero.T @ self.wrench_aero_frame(aero_twist)
         return result

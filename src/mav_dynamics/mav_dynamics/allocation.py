@@ -21,17 +21,25 @@ Solution (not in the paper; docs/theory/mav-screw-theory.md §3.4):
 
 The status reports saturation and the unallocated wrench ``desired - K u``,
 which includes the uncontrollable part.
+
+Step 1 and the status run as one call of ``mav_dynamics._kernels.allocate_exact`` when the
+extension is built; the numpy code stays the reference it is tested against
+(``MAV_KERNELS=reference`` runs it). The bounded stages are scipy's in both.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 from numpy.typing import NDArray
 
 from mav_dynamics.model import TreeModel
 from mav_dynamics.vehicle import BODY, FloatArray
+from mav_geometry.kernels import load_kernels
+
+_kernels = load_kernels("mav_dynamics._kernels")
 
 PRIORITY_WEIGHT = 1e4
 """Weight (per unit-norm row) holding the stage-1 moments while the forces are fitted."""
@@ -99,6 +107,13 @@ class ControlAllocator:
         self._pseudo_inverse = np.linalg.pinv(weighted, rcond=1e-10) * self.weights[None, :]
         basis = np.linalg.svd(self.matrix)[0][:, : self.rank]
         self._projector = basis @ basis.T  # onto the range of K: the controllable wrenches
+        # where each rotor's u sits among the unknowns, for the kernel: x[slot], or -(j + 1)
+        # for tilting rotor j (u cos, u sin)
+        self._slots = np.zeros(model.rotor_count)
+        self._slots[self.fixed_rotors] = np.arange(self.fixed_rotors.size)
+        self._slots[self.tilted_rotor] = -1.0 - np.arange(self.tilted_rotor.size)
+        self._kernel_matrices = tuple(np.ascontiguousarray(m) for m in (
+            self._pseudo_inverse, self.matrix, self._projector))
         # scipy.optimize (~0.5 s to import) is loaded by an allocator, not by every importer of
         # this module (the simulator needs only ``allocation_matrix``), and here rather than on
         # the first saturated command, which must not wait for it.
@@ -165,6 +180,10 @@ class ControlAllocator:
         if wrench.shape != (6,) or not np.isfinite(wrench).all():
             raise ValueError(f"wrench must be 6 finite numbers, got {wrench!r}")
         low, high = self._tilt_window(tilt_current, dt)
+        if _kernels is not None and self.model.rotor_count <= _kernels.MAX_BODIES:
+            exact = self._exact_compiled(_kernels, wrench, low, high)
+            if exact is not None:
+                return exact
         x = self._pseudo_inverse @ wrench
         u, tilt = self._split(x)
         if ((u >= self.u_min) & (u <= self.u_max)).all() and (
@@ -174,6 +193,25 @@ class ControlAllocator:
         u, tilt = np.clip(u, self.u_min, self.u_max), np.clip(tilt, low, high)
         achieved = (allocation_matrix(self.model, tilt) if tilt.size else self.matrix) @ u
         return self._result(wrench, u, tilt, achieved)
+
+    def _exact_compiled(
+        self, kernels: ModuleType, wrench: FloatArray, low: FloatArray, high: FloatArray
+    ) -> Allocation | None:
+        """Step 1 and its status in one kernel call; None if a limit is touched."""
+        rotors, tilts = self.model.rotor_count, self.tilted_rotor.size
+        speeds, tilt, achieved, unallocated = (np.empty(rotors), np.empty(tilts), np.empty(6),
+                                               np.empty(6))
+        rotor_flags, tilt_flags = np.empty(rotors), np.empty(tilts)
+        saturated = kernels.allocate_exact(
+            *self._kernel_matrices, self._slots, self.u_min,
+            self.u_max, self.tilt_min, self.tilt_max, low, high, np.ascontiguousarray(wrench),
+            speeds, tilt, achieved, unallocated, rotor_flags, tilt_flags,
+            SATURATION_TOLERANCE)
+        if saturated < 0:
+            return None
+        status = AllocationStatus(bool(saturated), rotor_flags != 0.0, tilt_flags != 0.0,
+                                  achieved, unallocated, self.rank)
+        return Allocation(speeds, tilt, status)
 
     def _bounded(
         self, wrench: FloatArray, low: FloatArray, high: FloatArray

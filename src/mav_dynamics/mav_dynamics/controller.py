@@ -14,6 +14,10 @@ R^T R_d dw_d``. Gains are mass-normalised (vehicle file ``controller`` block).
 The wrench is the inverse dynamics of the locked body (docs/theory/mav-screw-theory.md §3.4):
 ``W = G_T dV_des - ad^T_V G_T V - G_T Ad_{T^b_0} A_grv`` with
 ``dV_des = (alpha, R^T a - w x v)``, so a body frame away from the COM is handled.
+
+``update`` runs as one call of ``mav_dynamics._kernels.tracking_wrench`` when the extension
+is built; the numpy code below stays the reference it is tested against
+(``MAV_KERNELS=reference`` runs it).
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from mav_dynamics.model import TreeModel
 from mav_dynamics.screws import cross3, rotation_from_z
 from mav_dynamics.vehicle import ControllerGains, FloatArray
 from mav_geometry.groups import SO3
+from mav_geometry.kernels import load_kernels
+
+_kernels = load_kernels("mav_dynamics._kernels")
 
 
 def _zeros3() -> FloatArray:
@@ -108,6 +115,21 @@ class TrackingController:
     ) -> ControlOutput:
         """Desired wrench for state (R^0_b, p^0_b (m), V^{b,0}_b = (w, v) in {b})."""
         gains = self.gains
+        if _kernels is not None:
+            out = np.empty(21)
+            inputs = (rotation, position, twist, reference.position, reference.velocity,
+                      reference.acceleration, reference.jerk, reference.attitude,
+                      reference.angular_velocity, reference.angular_acceleration,
+                      gains.position, gains.velocity, gains.attitude, gains.angular_rate)
+            constants = (self.locked_inertia, self.gravity_world, self._align, out,
+                         self.fully_actuated)
+            try:  # as given: converting every input costs more than the kernel itself
+                _kernels.tracking_wrench(*inputs, *constants)
+            except (TypeError, ValueError, BufferError):  # lists, strided or not float64
+                _kernels.tracking_wrench(
+                    *(np.ascontiguousarray(value, dtype=np.float64) for value in inputs),
+                    *constants)
+            return ControlOutput(out[:6], out[6:15].reshape(3, 3), out[15:18], out[18:])
         omega, velocity = twist[:3], twist[3:]
         position_error = position - reference.position
         velocity_error = rotation @ velocity - reference.velocity

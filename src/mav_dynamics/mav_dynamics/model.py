@@ -19,11 +19,16 @@ Children at the same depth are processed together as batches of 6x6 matrices,
 so the per-call cost grows with the tree depth (at most 3 here), not with the
 number of bodies. Rotor speeds are the paper's ``dtheta`` (rad/s, >= 0, spinning
 about ``spin * thrust_axis``); tilt angles are the link joint angles (rad).
+
+When ``mav_dynamics._kernels`` is built, ``evaluate`` is one call of its ``tree_evaluate``
+(the same recursion body by body, wings and drag included); the numpy code here stays the
+reference it is tested against (``MAV_KERNELS=reference`` runs it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 from typing import cast
 
 import numpy as np
@@ -33,8 +38,19 @@ from mav_dynamics.screws import joint_adjoint_terms, revolute_screw, rotation_fr
 from mav_dynamics.vehicle import BODY, FloatArray, Link, Vehicle
 from mav_geometry import quaternion
 from mav_geometry.groups import SE3
+from mav_geometry.kernels import load_kernels
+
+_kernels = load_kernels("mav_dynamics._kernels")
 
 _EYE6 = np.eye(6)
+
+# One row of per-body constants for ``_kernels.tree_evaluate``: (name, size) in the order of
+# the ``B_*`` offsets of _kernels.c.
+_BODY_ROW = (("parent", 1), ("adjoint_zero_inv", 36), ("ad_screw", 36), ("ad_screw_sq", 36),
+             ("screw_parent", 6), ("screw_child", 6), ("ad_screw_child", 36), ("inertia", 36),
+             ("rotor_column", 6))
+_BODY_FIELDS = {name: slice(start - size, start) for (name, size), start in zip(
+    _BODY_ROW, np.cumsum([size for _, size in _BODY_ROW]), strict=True)}
 
 # Positions (row*6+col in a 6x6) and sources of the non-zeros of ad_V, V = (w, v):
 # ad_V = [[hat(w), 0], [hat(v), hat(w)]].
@@ -146,6 +162,24 @@ class TreeModel:
             for k, screws_k in zip(self.rotor_bodies, self.rotor_spin_screws, strict=True)
         )
         self._locked_cache: tuple[FloatArray, FloatArray] | None = None
+        self._packed_bodies = self._pack_bodies()
+        self._packed_wings = np.concatenate(
+            [[len(self.wings)], *([k, *wing.packed] for k, wing in self.wings)]).astype(float)
+        drag = vehicle.drag
+        self._packed_drag = np.concatenate([drag.linear, drag.quadratic]).astype(float)
+
+    def _pack_bodies(self) -> FloatArray:
+        """Per-body constants for the kernel, one ``_BODY_ROW`` per body (zero for the base's
+        joint and for bodies other than rotors' columns)."""
+        rows = np.zeros((self.body_count, _BODY_FIELDS["rotor_column"].stop))
+        rows[:, _BODY_FIELDS["inertia"]] = self.inertias.reshape(-1, 36)
+        rows[self.rotor_bodies, _BODY_FIELDS["rotor_column"]] = self.rotor_aero_columns
+        for level in self.levels:
+            for name in ("parent", "adjoint_zero_inv", "ad_screw", "ad_screw_sq", "screw_parent",
+                         "screw_child", "ad_screw_child"):
+                values = level.parents if name == "parent" else getattr(level, name)
+                rows[level.children, _BODY_FIELDS[name]] = values.reshape(len(level.children), -1)
+        return rows
 
     def _level(self, children: np.ndarray) -> _Level:
         screw = self.screws_parent[children]
@@ -244,8 +278,11 @@ class TreeModel:
         air velocity in the world frame (m/s). ``torques=False`` skips the
         backward pass (joint torques and residual are then NaN).
         """
-        _check(rotation, (3, 3), "rotation")
-        _check(twist, (6,), "twist")
+        # the kernel checks the finiteness of rotation, twist and the joints itself, with the
+        # same messages (numpy reductions would cost more than the whole kernel)
+        checked = _kernels is None or self.body_count > _kernels.MAX_BODIES
+        _check(rotation, (3, 3), "rotation", finite=checked)
+        _check(twist, (6,), "twist", finite=checked)
         _check(rotor_speeds, (self.rotor_count,), "rotor_speeds")
         if (rotor_speeds < 0.0).any():
             raise ValueError("rotor_speeds must be >= 0 (rad/s): each rotor spins about "
@@ -253,6 +290,8 @@ class TreeModel:
         q = self.joint_vectors(rotor_angles, tilt_angles)
         dq = self.joint_vectors(rotor_speeds, tilt_rates)
         ddq = self.joint_vectors(rotor_accelerations, tilt_accelerations)
+        if _kernels is not None and self.body_count <= _kernels.MAX_BODIES:
+            return self._evaluate_compiled(_kernels, rotation, twist, q, dq, ddq, wind, torques)
         if not (np.isfinite(q).all() and np.isfinite(dq).all() and np.isfinite(ddq).all()):
             raise ValueError("joint inputs (rotor and tilt arrays) must be finite")
         ad_kb, ad_kp, twists, bias = self.kinematics(twist, q, dq, ddq)
@@ -297,6 +336,38 @@ class TreeModel:
             body_twists=twists,
             body_adjoints=ad_kb,
             body_accelerations=body_accelerations,
+        )
+
+    def _evaluate_compiled(
+        self, kernels: ModuleType, rotation: FloatArray, twist: FloatArray, q: FloatArray,
+        dq: FloatArray, ddq: FloatArray, wind: FloatArray | None, torques: bool,
+    ) -> DynamicsResult:
+        """``evaluate`` as one ``_kernels.tree_evaluate`` call (shapes already checked)."""
+        if wind is not None and (self.wings or self._has_drag):  # as the reference reads it
+            _check(wind, (3,), "wind", finite=False)
+        else:
+            wind = None
+        n = self.body_count
+        acceleration, locked, rotor_wrench = np.empty(6), np.empty((6, 6)), np.empty(6)
+        twists, adjoints = np.empty((n, 6)), np.empty((n, 6, 6))
+        accelerations, joint_torques, residual = np.empty((n, 6)), np.empty(n), np.empty(6)
+        kernels.tree_evaluate(
+            self._packed_bodies, self._packed_wings, self._packed_drag,
+            np.ascontiguousarray(rotation, dtype=np.float64),
+            np.ascontiguousarray(twist, dtype=np.float64), q, dq, ddq,
+            np.zeros(3) if wind is None else np.ascontiguousarray(wind, dtype=np.float64),
+            self.gravity_world, acceleration, locked, rotor_wrench, twists, adjoints,
+            accelerations, joint_torques, residual, torques)
+        return DynamicsResult(
+            base_acceleration=acceleration,
+            rotor_torques=joint_torques[self.rotor_bodies],
+            tilt_torques=joint_torques[self.tilt_bodies],
+            locked_inertia=locked,
+            rotor_wrench=rotor_wrench,
+            base_residual=residual,
+            body_twists=twists,
+            body_adjoints=adjoints,
+            body_accelerations=accelerations,
         )
 
     def _locked(self, ad_kb: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -359,9 +430,9 @@ def _topological(vehicle: Vehicle) -> list[Link]:
     return ordered
 
 
-def _check(value: FloatArray, shape: tuple[int, ...], name: str) -> None:
+def _check(value: FloatArray, shape: tuple[int, ...], name: str, finite: bool = True) -> None:
     array = np.asarray(value)
     if array.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {array.shape}")
-    if not np.isfinite(array).all():
+    if finite and not np.isfinite(array).all():
         raise ValueError(f"{name} must be finite")

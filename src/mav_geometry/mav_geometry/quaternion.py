@@ -7,6 +7,11 @@ Rotation convention: a unit quaternion ``q`` rotates a vector by
 ``q * (v, 0) * conj(q)``; it maps body-frame coordinates to world-frame
 coordinates when it is the body attitude. A rotation vector ``phi`` (axis times
 angle, rad) maps to the unit quaternion ``exp(phi / 2)`` (half angle).
+
+The element-wise operations (multiply, rotation vectors, rotate, matrices) run in
+``mav_geometry._kernels`` when it is built and the inputs are C-contiguous with one batch
+shape; otherwise (or with ``MAV_KERNELS=reference``) the numpy code below runs: it stays
+the reference the kernels are tested against.
 """
 
 from __future__ import annotations
@@ -15,6 +20,18 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from mav_geometry.arrays import FloatArray, as_float_array, dot_last
+from mav_geometry.kernels import load_kernels
+
+_kernels = load_kernels("mav_geometry._kernels")
+
+
+def _contiguous(first: FloatArray, second: FloatArray | None = None) -> bool:
+    """Whether the kernels can take these element arrays (one trailing axis each):
+    C-contiguous, and one batch shape (the kernels do not broadcast)."""
+    if not first.flags.c_contiguous:
+        return False
+    return second is None or (second.flags.c_contiguous
+                              and first.shape[:-1] == second.shape[:-1])
 
 
 def identity(batch_shape: tuple[int, ...] = ()) -> FloatArray:
@@ -28,6 +45,10 @@ def multiply(p: ArrayLike, q: ArrayLike) -> FloatArray:
     """Hamilton product ``p * q``."""
     p = as_float_array(p, (4,), "p")
     q = as_float_array(q, (4,), "q")
+    if _kernels is not None and _contiguous(p, q):
+        product = np.empty(p.shape)
+        _kernels.multiply(p, q, product)
+        return product
     px, py, pz, pw = p[..., 0], p[..., 1], p[..., 2], p[..., 3]
     qx, qy, qz, qw = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
     result = np.empty(np.broadcast_shapes(p.shape, q.shape))
@@ -128,13 +149,22 @@ def log(q: ArrayLike) -> FloatArray:
 
 def from_rotation_vector(phi: ArrayLike) -> FloatArray:
     """Unit quaternion ``exp(phi/2)`` of a rotation vector ``phi`` (rad, axis times angle)."""
-    return _unit_exp(0.5 * as_float_array(phi, (3,), "phi"))
+    phi = as_float_array(phi, (3,), "phi")
+    if _kernels is not None and _contiguous(phi):
+        result = np.empty((*phi.shape[:-1], 4))
+        _kernels.from_rotation_vector(phi, result)
+        return result
+    return _unit_exp(0.5 * phi)
 
 
 def to_rotation_vector(q: ArrayLike) -> FloatArray:
     """Rotation vector (rad) of a unit quaternion, angle in [0, pi] (``q`` and ``-q`` agree)."""
-    q = canonical(as_float_array(q, (4,), "q"))
-    result: FloatArray = 2.0 * log(q)[..., :3]
+    q = as_float_array(q, (4,), "q")
+    if _kernels is not None and _contiguous(q):
+        vector = np.empty((*q.shape[:-1], 3))
+        _kernels.to_rotation_vector(q, vector)
+        return vector
+    result: FloatArray = 2.0 * log(canonical(q))[..., :3]
     return result
 
 
@@ -145,6 +175,10 @@ def rotate(q: ArrayLike, v: ArrayLike) -> FloatArray:
     """
     q = as_float_array(q, (4,), "q")
     v = as_float_array(v, (3,), "v")
+    if _kernels is not None and _contiguous(q, v):
+        rotated = np.empty(v.shape)
+        _kernels.rotate(q, v, rotated)
+        return rotated
     ux, uy, uz, w = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
     vx, vy, vz = v[..., 0], v[..., 1], v[..., 2]
     tx = 2.0 * (uy * vz - uz * vy)
@@ -160,6 +194,10 @@ def rotate(q: ArrayLike, v: ArrayLike) -> FloatArray:
 def to_matrix(q: ArrayLike) -> FloatArray:
     """Rotation matrix of a unit quaternion (shape ``(..., 3, 3)``)."""
     q = as_float_array(q, (4,), "q")
+    if _kernels is not None and _contiguous(q):
+        matrix = np.empty((*q.shape[:-1], 3, 3))
+        _kernels.to_matrix(q, matrix)
+        return matrix
     x, y, z, w = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
     # Entry by entry, so each temporary is freed at once: many large live
     # temporaries make the allocator return memory to the OS and fault it back.
@@ -183,6 +221,10 @@ def from_matrix(matrix: ArrayLike) -> FloatArray:
     so the result is accurate for every rotation, angles near pi included.
     """
     m = as_float_array(matrix, (3, 3), "matrix")
+    if _kernels is not None and m.flags.c_contiguous:
+        unit = np.empty((*m.shape[:-2], 4))
+        _kernels.from_matrix(m, unit)
+        return unit
     trace = m[..., 0, 0] + m[..., 1, 1] + m[..., 2, 2]
     xy = m[..., 0, 1] + m[..., 1, 0]
     xz = m[..., 0, 2] + m[..., 2, 0]
