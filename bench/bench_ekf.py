@@ -1,7 +1,7 @@
 """Replay throughput of the trident-quaternion EKF against the conventional baseline ESKF.
 
 Usage: python bench/bench_ekf.py [--duration S] [--repeats K] [--output-dir DIR]
-                                 [--replay-log LOG]
+                                 [--replay-log LOG] [--kernels-only]
 
 Both filters replay the same simulated log (200 Hz IMU, 5 Hz GNSS position and
 velocity, manoeuvring trajectory, white noise) from the same initial state, in the
@@ -17,6 +17,15 @@ log (default: the PX4 SITL EKF2 replay data, 250 Hz IMU), writing its output bag
 the baseline filter as the baseline; and the replay's CDR decoding of the IMU and
 reference messages is timed against rosbags' decoder on the same bytes (the values must
 be identical). The report gives the end-to-end real-time factor.
+
+Compiled kernels (core/_kernels.c) against their numpy/Python reference, same run
+(``ekf_kernels.{json,md}``; ``--kernels-only`` stops after it): the cost per IMU sample
+of the same log replayed by the compiled and the reference filter (GNSS updates
+included, and the IMU alone), covariance every sample and every 4th; the compiled floor,
+the bare C covariance step of 15 states (``_kernels.covariance_step``) against the peer,
+filterpy's ``KalmanFilter.predict()`` on the same 15-state Phi and Q_d ('peer not
+installed' without filterpy); and the full per-sample cost over that floor (issue 16:
+at most about 3x).
 
 The barometer and magnetometer models need the geodetic position at every update:
 ``LocalGeodetic`` along a flight-like random walk against pymap3d's exact conversion at
@@ -35,8 +44,10 @@ from pathlib import Path
 
 import numpy as np
 import pymap3d
-from harness import Case, append_and_show, run, write_report
+from harness import Case, Result, append_and_show, run, write_report
 
+from mav_geometry.arrays import FloatArray
+from mav_geometry.kernels import load_kernels
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
 from trident_ekf.core.earth import LocalGeodetic, geodetic_to_ecef
 from trident_ekf.core.filter import ErrorStateFilter
@@ -65,9 +76,11 @@ def _stream(data: SimulatedData) -> list[tuple]:
 
 
 def replay(cls: type[ErrorStateFilter], config: FilterConfig, data: SimulatedData,
-           records: list[tuple]) -> ErrorStateFilter:
-    """Initialize at the truth and run the whole log; returns the filter at the end."""
+           records: list[tuple], compiled: bool = True) -> ErrorStateFilter:
+    """Initialize at the truth and run the whole log (with the compiled kernels, or the
+    numpy/Python reference); returns the filter at the end."""
     filter_ = cls(config)
+    filter_.compiled = filter_.compiled and compiled
     truth = data.truth
     filter_.initialize(0.0, truth["q"][0], truth["v"][0], truth["p"][0], SIGMAS)
     for record in records:
@@ -120,6 +133,105 @@ def cases(duration: float, seed: int = 0) -> list[Case]:
                 lambda c=config, d=data, r=records: replay(BaselineESKF, c, d, r),
                 _agree(data)))
     return result
+
+
+def _same_estimate(ours: ErrorStateFilter, reference: ErrorStateFilter) -> bool:
+    """Compiled and reference runs end with the same state and covariance (1e-9)."""
+    same_state = all(np.linalg.norm(a - b) <= 1e-9 * np.linalg.norm(b)
+                     for a, b in zip(ours.nominal(), reference.nominal(), strict=True))
+    scale = np.sqrt(np.outer(np.diag(reference.covariance), np.diag(reference.covariance)))
+    return same_state and bool(np.max(np.abs(ours.covariance - reference.covariance) / scale)
+                               < 1e-9)
+
+
+def kernel_cases(duration: float, seed: int = 0) -> list[Case]:
+    """Compiled vs reference per IMU sample: the simulated log with its GNSS updates, and
+    its IMU samples alone."""
+    data = simulate(Trajectory(), SensorModel(), duration, imu_rate=IMU_RATE,
+                    gnss_rate=GNSS_RATE, rng=np.random.default_rng(seed))
+    records = _stream(data)
+    imu_only = [r for r in records if r[1] == "imu"]
+    samples = data.imu_time.size - 1
+    result = []
+    for cls in (TridentEKF, BaselineESKF):
+        for decimation in (1, 4):
+            config = FilterConfig(covariance_decimation=decimation)
+            for what, stream in (("IMU + GNSS", records), ("IMU alone", imu_only)):
+                result.append(Case(
+                    f"{cls.__name__} per IMU sample ({what}), covariance every {decimation}, "
+                    "compiled vs reference", samples,
+                    lambda k=cls, c=config, r=stream: replay(k, c, data, r),
+                    lambda k=cls, c=config, r=stream: replay(k, c, data, r, compiled=False),
+                    _same_estimate))
+    return result
+
+
+def _floor_model() -> tuple[FloatArray, FloatArray, FloatArray, float]:
+    """P, F, the continuous noise densities and T of one 15-state covariance step, from
+    the trident filter at rest (the F its flush builds)."""
+    filter_ = TridentEKF(FilterConfig(covariance_decimation=1))
+    filter_.initialize(0.0, (0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0),
+                       geodetic_to_ecef(47.4, 8.5, 500.0), SIGMAS)
+    T = 1.0 / IMU_RATE
+    filter_.process_imu(T, (0.01, -0.02, 0.03), (0.1, 0.2, 9.8))
+    return filter_.covariance.copy(), filter_._F.copy(), filter_._q_error.copy(), T
+
+
+def floor_cases() -> list[Case]:
+    """The compiled floor (bare C covariance step, 15 states) against filterpy's predict on
+    the same Phi and Q_d; [] without the kernels."""
+    kernels = load_kernels("trident_ekf.core._kernels")
+    if kernels is None:
+        print("trident_ekf.core._kernels not built (or MAV_KERNELS=reference): no floor")
+        return []
+    try:
+        from filterpy.kalman import KalmanFilter
+    except ImportError:
+        print("filterpy: peer not installed")
+        return []
+    P, F, q, T = _floor_model()
+    A = F * T
+    phi = np.eye(15) + A + 0.5 * A @ A
+    Q = 0.5 * (A * q * T + (A * q * T).T) + np.diag(q * T)
+    ours = P.copy()
+    peer = KalmanFilter(dim_x=15, dim_z=3)
+    peer.F, peer.Q, peer.P = phi, Q, P.copy()
+
+    def step() -> FloatArray:
+        kernels.covariance_step(ours, F, q, T, 0.0, 0.0)
+        return ours
+
+    def predict() -> FloatArray:
+        peer.predict()
+        return np.asarray(peer.P)
+
+    def agree(a: FloatArray, b: FloatArray) -> bool:
+        return bool(np.max(np.abs(a - b)) < 1e-12 * np.max(np.abs(b)))
+
+    return [Case("compiled floor: bare C covariance step (15 states) vs filterpy "
+                 "KalmanFilter.predict()", 1, step, predict, agree)]
+
+
+def kernel_summary(results: list[Result]) -> list[str]:
+    """Per-sample costs, the compiled floor and the issue's ratio (full / floor <= ~3)."""
+    floor = next((r for r in results if r.name.startswith("compiled floor")), None)
+    lines = ["", "| case | compiled per IMU sample | reference | compiled / reference |"
+             + (" compiled / floor |" if floor else ""),
+             "|---|---:|---:|---:|" + ("---:|" if floor else "")]
+    for r in results:
+        if r is floor:
+            continue
+        row = (f"| {r.name.replace(', compiled vs reference', '')} | "
+               f"{r.ours_s / r.size * 1e6:.1f} us | {r.baseline_s / r.size * 1e6:.1f} us | "
+               f"{r.ratio:.3f} |")
+        lines.append(row + (f" {r.ours_s / r.size / floor.ours_s:.1f}x |" if floor else ""))
+    if floor is None:
+        return [*lines, "", "No compiled floor: filterpy peer not installed or kernels not built."]
+    return [*lines, "",
+            f"Compiled floor (bare C covariance step, 15 states): {floor.ours_s * 1e6:.2f} us; "
+            f"filterpy KalmanFilter.predict() on the same Phi and Q_d: "
+            f"{floor.baseline_s * 1e6:.2f} us (floor / filterpy {floor.ratio:.2f}). "
+            "Issue 16 target: at most about 3x the floor per IMU sample."]
 
 
 def _replay_bag(bag: Path, workdir: Path, filter_name: str) -> dict:
@@ -212,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timing repeats (default 3)")
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT,
                         help=f"where the JSON and Markdown go (default {DEFAULT_OUTPUT})")
+    parser.add_argument("--kernels-only", action="store_true",
+                        help="only the compiled-vs-reference and floor/peer timings")
     parser.add_argument("--replay-log", type=Path, default=DEFAULT_REPLAY_LOG,
                         help="log for the end-to-end trident-replay case (any format "
                              f"trident-import reads; default {DEFAULT_REPLAY_LOG})")
@@ -220,6 +334,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--duration and --repeats must be positive")
     if not args.replay_log.exists():
         parser.error(f"no such log: {args.replay_log}")
+    kernel_results = run([*kernel_cases(args.duration), *floor_cases()], args.repeats)
+    _, kernel_markdown = write_report(kernel_results, "trident EKF kernels: compiled vs "
+                                      "reference (floor: vs filterpy)", "reference",
+                                      args.output_dir, "ekf_kernels")
+    append_and_show(kernel_markdown, kernel_summary(kernel_results))
+    if args.kernels_only:
+        return 0
     filter_cases = cases(args.duration)
     with tempfile.TemporaryDirectory() as workdir:
         end_to_end, log_duration = replay_cases(args.replay_log, Path(workdir))

@@ -16,6 +16,7 @@ from numpy.typing import ArrayLike
 
 from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
+from mav_geometry.kernels import load_kernels
 from mav_geometry.scalar import Quaternion, Vector3, exp_with_jacobian, multiply, to_matrix
 from trident_ekf.core.config import FilterConfig
 from trident_ekf.core.earth import OMEGA_ECEF, gravity_gradient
@@ -34,6 +35,8 @@ from trident_ekf.core.skew import (
     skew_flat_indices,
     skew_flat_values,
 )
+
+_kernels = load_kernels("trident_ekf.core._kernels")  # used when ErrorStateFilter.compiled
 
 
 class BaselineESKF(ErrorStateFilter):
@@ -70,6 +73,15 @@ class BaselineESKF(ErrorStateFilter):
             self._q, self._v, self._p, omega, force, dt
         )
 
+    def _advance(self, omega: Vector3, force: Vector3, dt: float) -> None:
+        self._q, self._v, self._p = _kernels.conventional_propagate(  # type: ignore[union-attr]
+            self._q, self._v, self._p, omega, force, dt, self._sampling_rates, self._acc)
+
+    def _flush_compiled(self, position_limit: float) -> bool:
+        return bool(_kernels.conventional_flush(  # type: ignore[union-attr]
+            self.covariance, self._F, self._q_error, self._acc, self._q, self._p,
+            position_limit))
+
     def _fill_error_dynamics(self, F: FloatArray, omega: Vector3, force: Vector3) -> None:
         """F of §5.6: phi' = -[w x]phi - db_g; dv' = C[f x]phi - 2[W x]dv + G dp + C db_a.
 
@@ -94,6 +106,10 @@ class BaselineESKF(ErrorStateFilter):
     def _inject(self, dx: Sequence[float]) -> None:
         """q <- q exp(phi/2), v <- v - dv, p <- p - dp."""
         dx = [float(c) for c in dx]
+        if self.compiled:
+            self._q, self._v, self._p = _kernels.conventional_inject(  # type: ignore[union-attr]
+                self._q, self._v, self._p, dx)
+            return
         dq, _, _ = exp_with_jacobian((dx[0], dx[1], dx[2]))
         q = multiply(self._q, dq)
         n = sum(c * c for c in q) ** -0.5
@@ -115,3 +131,6 @@ class BaselineESKF(ErrorStateFilter):
 
     def conventional_jacobian(self) -> FloatArray:
         return np.eye(self.state_dim)
+
+    def _correction_turn(self, before: FloatArray) -> FloatArray | None:
+        return None  # the errors are the conventional ones: nothing turns

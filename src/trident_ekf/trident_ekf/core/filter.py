@@ -25,13 +25,15 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from operator import attrgetter
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray, FloatVector
+from mav_geometry.kernels import load_kernels
 from mav_geometry.scalar import Vector3
 from trident_ekf.core import chi_square
 from trident_ekf.core.config import FilterConfig
@@ -61,6 +63,14 @@ RESET_VELOCITY_AGE = 0.1  # s: a GNSS velocity this close to a reset fix resets 
 GNSS_PERIOD_WINDOW = 15
 GNSS_PERIOD_MIN_INTERVALS = 3
 ASSUMED_GNSS_PERIOD = 1.0  # s
+# Covariance accumulators (ErrorStateFilter._acc, one float64 array the compiled kernels
+# update in place): the rate (3) and force (3) integrals over the samples not yet folded
+# into the covariance, their time, and the sampling-noise variances (attitude, velocity).
+ACC_TIME, ACC_SAMPLING, ACC_SIZE = 6, slice(7, 9), 9
+
+# The per-sample hot path in C (core/_kernels.c), None for the numpy/Python reference
+# (MAV_KERNELS=reference): read when a filter is built.
+_kernels = load_kernels("trident_ekf.core._kernels")
 
 
 class FilterStatus(Enum):
@@ -95,6 +105,18 @@ class UpdateResult:
     dof: int
     accepted: bool
     reason: str = "accepted"
+
+
+class _Snapshot(NamedTuple):
+    """The state before a sample (delayed-measurement history): the plain fields'
+    values, in ``ErrorStateFilter._SNAPSHOT_FIELDS + _NOMINAL_FIELDS`` order, and copies of
+    the mutable ones."""
+
+    time: float
+    values: tuple[Any, ...]
+    covariance: FloatArray
+    acc: FloatArray
+    augmented: dict[str, tuple[float, ...]]
 
 
 class ErrorStateFilter:
@@ -161,7 +183,7 @@ class ErrorStateFilter:
         # Delayed-measurement history: raw IMU samples, state snapshots, applied
         # measurements of every source (with their outcome and NIS).
         self._imu_history: deque[tuple[float, Vector3, Vector3]] = deque()
-        self._snapshots: deque[dict[str, Any]] = deque()
+        self._snapshots: deque[_Snapshot] = deque()
         self._applied: deque[tuple[Measurement, str, float]] = deque()
         self._replaying = False
         self._rewinding: list[Measurement] = []  # the delayed ones a rewind applies
@@ -177,7 +199,16 @@ class ErrorStateFilter:
                 self._F[sl, sl] = -np.eye(model.size) / model.correlation_time
                 self._decay.append((name, model.correlation_time))
         self._take_noise(self.config)
-        self._reset_accumulator()
+        self._acc = np.zeros(ACC_SIZE)
+        self._acc_count = 0  # samples in the accumulators
+        # The C kernels run the hot path (core/_kernels.c) unless they are not loaded
+        # (MAV_KERNELS=reference, not built) or the state outgrows their fixed-size scratch.
+        self.compiled = dim <= getattr(_kernels, "MAX_STATES", 0)
+        """True when the compiled kernels run; set it False to run the numpy/Python
+        reference (the same arithmetic, to round-off) in this filter."""
+        names = self._SNAPSHOT_FIELDS + self._NOMINAL_FIELDS
+        self._snapshot_names = names
+        self._snapshot_values = attrgetter(*names)
 
     _STATE_MODEL_FIELDS = ("gnss_bias_sigma_horizontal", "gnss_bias_sigma_vertical",
                            "gnss_bias_correlation_time")
@@ -217,8 +248,7 @@ class ErrorStateFilter:
     _SNAPSHOT_FIELDS = ("time", "gyro_bias", "accel_bias", "last_omega", "last_nis",
                         "_diverged", "_consecutive_rejections", "_fix_track", "_aiding_shift",
                         "_last_accepted_gnss",
-                        "_last_gnss_velocity", "_used", "_acc_time", "_acc_count",
-                        "_acc_sampling", "_previous_sample")
+                        "_last_gnss_velocity", "_used", "_acc_count", "_previous_sample")
 
     def _set_nominal(self, q: FloatArray, v: FloatArray, p: FloatArray) -> None:
         raise NotImplementedError
@@ -228,6 +258,16 @@ class ErrorStateFilter:
         raise NotImplementedError
 
     def _step(self, omega: Vector3, force: Vector3, dt: float) -> None:
+        """Propagate the nominal state (the reference of ``_advance``)."""
+        raise NotImplementedError
+
+    def _advance(self, omega: Vector3, force: Vector3, dt: float) -> None:
+        """``_step`` and the covariance accumulators in one compiled call."""
+        raise NotImplementedError
+
+    def _flush_compiled(self, position_limit: float) -> bool:
+        """The compiled ``flush`` arithmetic (F, Phi, Q_d, P in place; accumulators zeroed):
+        True when the covariance is healthy (``_check_covariance``)."""
         raise NotImplementedError
 
     def _fill_error_dynamics(self, F: FloatArray, omega: Vector3, force: Vector3) -> None:
@@ -358,8 +398,8 @@ class ErrorStateFilter:
         Returns False (and counts why) when the sample is rejected: an interval longer
         than ``max_imu_stamp_jump`` is a stamp fault, not a gap (``core.input_clock``).
         """
-        gx, gy, gz = (float(c) for c in gyro)
-        ax, ay, az = (float(c) for c in accel)
+        gx, gy, gz = map(float, gyro)
+        ax, ay, az = map(float, accel)
         t = float(time)
         if not (math.isfinite(t) and math.isfinite(gx + gy + gz) and math.isfinite(ax + ay + az)):
             self.imu_counts["nonfinite"] += 1
@@ -496,21 +536,32 @@ class ErrorStateFilter:
         return result
 
     def flush(self) -> None:
-        """Propagate the covariance over any IMU samples not yet folded into it."""
-        T = self._acc_time
+        """Propagate the covariance over any IMU samples not yet folded into it (the
+        compiled kernels update ``covariance`` in place)."""
+        T = float(self._acc[ACC_TIME])
         if T <= 0.0:
             return
-        w, f = self._acc_w, self._acc_f
+        if self.compiled:
+            if not self._flush_compiled(self.config.divergence_position_sigma**2):
+                self._diverged = True
+        else:
+            self._flush_reference(T)
+        for name, tau in self._decay:
+            decay = math.exp(-T / tau)
+            self.augmented[name] = tuple(c * decay for c in self.augmented[name])
+        self._acc_count = 0
+
+    def _flush_reference(self, T: float) -> None:
+        """``flush``'s covariance step in numpy (what ``_flush_compiled`` computes)."""
+        w0, w1, w2, f0, f1, f2, _, sampling_attitude, sampling_velocity = self._acc.tolist()
         F = self._F
-        self._fill_error_dynamics(F, (w[0] / T, w[1] / T, w[2] / T),
-                                  (f[0] / T, f[1] / T, f[2] / T))
+        self._fill_error_dynamics(F, (w0 / T, w1 / T, w2 / T), (f0 / T, f1 / T, f2 / T))
         A = F * T
         phi = A @ A
         phi *= 0.5
         phi += A
         phi += self._eye
         q = self._q_error * T
-        sampling_attitude, sampling_velocity = self._acc_sampling
         if sampling_attitude or sampling_velocity:
             q[ATT] += sampling_attitude
             q[VEL] += sampling_velocity
@@ -522,10 +573,7 @@ class ErrorStateFilter:
         P += fq.T
         P += np.diag(q)
         self.covariance = P
-        for name, tau in self._decay:
-            decay = math.exp(-T / tau)
-            self.augmented[name] = tuple(c * decay for c in self.augmented[name])
-        self._reset_accumulator()
+        self._acc[:] = 0.0
         self._check_covariance()
 
     def reset(self) -> None:
@@ -614,7 +662,7 @@ class ErrorStateFilter:
                 results.append(False)
                 continue
             if m.time < self.time:
-                late = not (self._snapshots and self._snapshots[0]["time"] < m.time)
+                late = not (self._snapshots and self._snapshots[0].time < m.time)
                 if late:
                     self._count(m.source, "late")
                 else:
@@ -653,32 +701,30 @@ class ErrorStateFilter:
         return threshold
 
     def _reset_accumulator(self) -> None:
-        self._acc_time = 0.0
+        self._acc[:] = 0.0
         self._acc_count = 0
-        self._acc_sampling = (0.0, 0.0)  # sampling-noise variances (attitude, velocity)
-        self._acc_w = [0.0, 0.0, 0.0]
-        self._acc_f = [0.0, 0.0, 0.0]
 
     def _propagate(self, omega: Vector3, force: Vector3, dt: float) -> None:
         if dt <= 0.0:
             return
-        self._step(omega, force, dt)
+        if self.compiled:
+            self._advance(omega, force, dt)
+        else:
+            self._step(omega, force, dt)
+            self._accumulate(omega, force, dt)
         self.time += dt
-        w, f = self._acc_w, self._acc_f
-        w[0] += omega[0] * dt
-        w[1] += omega[1] * dt
-        w[2] += omega[2] * dt
-        f[0] += force[0] * dt
-        f[1] += force[1] * dt
-        f[2] += force[2] * dt
-        self._acc_time += dt
         self._acc_count += 1
-        rate_attitude, rate_velocity = self._sampling_rates
-        if rate_attitude or rate_velocity:
-            attitude, velocity = self._acc_sampling
-            self._acc_sampling = (attitude + rate_attitude * dt, velocity + rate_velocity * dt)
         if self._acc_count >= self.config.covariance_decimation:
             self.flush()
+
+    def _accumulate(self, omega: Vector3, force: Vector3, dt: float) -> None:
+        """Add one interval to the covariance accumulators (what ``_advance`` does in C)."""
+        acc = self._acc
+        acc[:ACC_SAMPLING.start] += (omega[0] * dt, omega[1] * dt, omega[2] * dt,
+                                     force[0] * dt, force[1] * dt, force[2] * dt, dt)
+        rate_attitude, rate_velocity = self._sampling_rates
+        if rate_attitude or rate_velocity:
+            acc[ACC_SAMPLING] += (rate_attitude * dt, rate_velocity * dt)
 
     def _bridge_gap(self, t: float) -> None:
         """Cross an IMU gap to ``t`` (``FilterConfig.max_bridged_gap``): the state coasts,
@@ -739,11 +785,7 @@ class ErrorStateFilter:
         if reason is None:
             linear = source.linearize(self, m)
             z, H, R = linear.residual, linear.H, linear.R
-            P = self.covariance
-            PHt = P @ H.T
-            S = H @ PHt + R
-            S_inv = np.linalg.inv(S)
-            nis = float(z @ S_inv @ z)
+            K, dx, S_inv, nis = self._innovation(z, H, R)
             reason = "accepted" if nis <= self._threshold(z.size) else "gated"
             if source.drives_status and self.config.consistency_probability > 0.0:
                 # The antenna position after the outcome: a gated fix leaves the prediction
@@ -770,23 +812,48 @@ class ErrorStateFilter:
             self._gnss_outcome(m, nis, reason)
         if reason != "accepted":
             return
-        K = PHt @ S_inv
-        dx = K @ z
-        IKH = self._eye - K @ H
-        P = IKH @ P @ IKH.T + K @ R @ K.T
         before = self.conventional_jacobian()
         self._correct(dx.tolist())  # plain floats: numpy scalars slow the scalar hot path 3x
         if not source.drives_status:  # p <- p - (J dx)[POS], the conventional error removed
             self._aiding_shift = self._aiding_shift - before[POS] @ dx
-        # Reset: the error left after the correction is unchanged in the conventional
-        # (ECEF velocity and position) coordinates, not in this filter's if they turn with
-        # the attitude just corrected (the trident's body-frame errors: there the remaining
-        # velocity and position errors turn by -dtheta). M = J_after^T J_before (J
-        # orthogonal) re-expresses the covariance; identity for the baseline.
-        turn = self.conventional_jacobian().T @ before
-        P = turn @ P @ turn.T
-        self.covariance = 0.5 * (P + P.T)
+        turn = self._correction_turn(before)
+        if self.compiled:
+            _kernels.joseph_update(self.covariance, H, R, K, turn)  # type: ignore[union-attr]
+        else:
+            IKH = self._eye - K @ H
+            P = IKH @ self.covariance @ IKH.T + K @ R @ K.T
+            if turn is not None:
+                P = turn @ P @ turn.T
+            self.covariance = 0.5 * (P + P.T)
         self._check_covariance()
+
+    def _innovation(self, z: FloatArray, H: FloatArray, R: FloatArray
+                    ) -> tuple[FloatArray, FloatArray, FloatArray, float]:
+        """(gain K, correction dx = K z, S^-1, NIS) of a residual z with Jacobian H and noise
+        covariance R."""
+        if self.compiled and z.size <= _kernels.MAX_MEASUREMENT:  # type: ignore[union-attr]
+            gain = np.empty((self.state_dim, z.size))
+            dx = np.empty(self.state_dim)
+            inverse = np.empty((z.size, z.size))
+            nis = _kernels.innovation(  # type: ignore[union-attr]
+                self.covariance, np.ascontiguousarray(H, dtype=float),
+                np.ascontiguousarray(R, dtype=float), np.ascontiguousarray(z, dtype=float),
+                gain, dx, inverse)
+            return gain, dx, inverse, nis
+        PHt = self.covariance @ H.T
+        S_inv: FloatArray = np.linalg.inv(H @ PHt + R).astype(float, copy=False)
+        K = PHt @ S_inv
+        return K, K @ z, S_inv, float(z @ S_inv @ z)
+
+    def _correction_turn(self, before: FloatArray) -> FloatArray | None:
+        """Reset: the error left after a correction is unchanged in the conventional (ECEF
+        velocity and position) coordinates, not in this filter's if they turn with the
+        attitude just corrected (the trident's body-frame errors: there the remaining
+        velocity and position errors turn by -dtheta). M = J_after^T J_before (J
+        orthogonal, ``before`` = J_before) re-expresses the covariance; None for the
+        identity."""
+        turn: FloatArray = self.conventional_jacobian().T @ before
+        return turn
 
     def _record(self, m: Measurement, z: FloatArray, nis: float) -> None:
         status = self.aid_status[m.source]
@@ -885,20 +952,17 @@ class ErrorStateFilter:
         if len(self._fix_intervals) >= GNSS_PERIOD_MIN_INTERVALS:
             self._gnss_period = statistics.median(self._fix_intervals)
 
-    def _snapshot(self) -> dict[str, Any]:
-        names = self._SNAPSHOT_FIELDS + self._NOMINAL_FIELDS
-        state = {name: getattr(self, name) for name in names}
-        state.update(covariance=self.covariance.copy(), _acc_w=list(self._acc_w),
-                     _acc_f=list(self._acc_f), augmented=dict(self.augmented))
-        return state
+    def _snapshot(self) -> _Snapshot:
+        return _Snapshot(self.time, self._snapshot_values(self), self.covariance.copy(),
+                         self._acc.copy(), dict(self.augmented))
 
-    def _restore(self, state: dict[str, Any]) -> None:
-        for name, value in state.items():
+    def _restore(self, state: _Snapshot) -> None:
+        for name, value in zip(self._snapshot_names, state.values, strict=True):
             setattr(self, name, value)
         # The snapshot stays in the history: give the filter its own mutable copies.
-        self.covariance = state["covariance"].copy()
-        self._acc_w, self._acc_f = list(state["_acc_w"]), list(state["_acc_f"])
-        self.augmented = dict(state["augmented"])
+        self.covariance = state.covariance.copy()
+        self._acc = state.acc.copy()
+        self.augmented = dict(state.augmented)
 
     def _remember(self, t: float, gyro: Vector3, accel: Vector3) -> None:
         """Snapshot the state before every ``covariance_decimation``-th sample, keep the
@@ -910,9 +974,9 @@ class ErrorStateFilter:
             self._imu_history.append((t, gyro, accel))
         horizon = t - self.config.history_length
         snapshots = self._snapshots
-        while len(snapshots) > 1 and snapshots[1]["time"] <= horizon:
+        while len(snapshots) > 1 and snapshots[1].time <= horizon:
             snapshots.popleft()
-        oldest = snapshots[0]["time"]
+        oldest = snapshots[0].time
         while self._imu_history and self._imu_history[0][0] <= oldest:
             self._imu_history.popleft()
         while self._applied and self._applied[0][0].time < oldest:
@@ -925,10 +989,10 @@ class ErrorStateFilter:
         # Restart strictly before the stamp: a snapshot at it may already hold another
         # update at that stamp (sources measured together), which must be re-applied.
         oldest = min(m.time for m in delayed)
-        while len(self._snapshots) > 1 and self._snapshots[-1]["time"] >= oldest:
+        while len(self._snapshots) > 1 and self._snapshots[-1].time >= oldest:
             self._snapshots.pop()
         snapshot = self._snapshots.pop()  # re-taken by the first replayed sample
-        start = snapshot["time"]
+        start = snapshot.time
         samples = [record for record in self._imu_history if record[0] > start]
         replayed = [item for item in self._applied if item[0].time > start]
         requeue = [m for m, _, _ in replayed]
@@ -987,9 +1051,8 @@ class ErrorStateFilter:
         self._count(m.source, "resets")
 
     def _check_covariance(self) -> None:
-        diagonal = self.covariance.diagonal()
-        lowest = float(diagonal.min())
-        position_variance = float(diagonal[POS].max())
-        healthy = lowest >= 0.0 and math.isfinite(float(diagonal.sum()))
-        if not healthy or position_variance > self.config.divergence_position_sigma**2:
+        # Plain floats: a NaN or inf makes the sum non-finite, whatever min and max say.
+        diagonal = self.covariance.diagonal().tolist()
+        healthy = min(diagonal) >= 0.0 and math.isfinite(sum(diagonal))
+        if not healthy or max(diagonal[POS]) > self.config.divergence_position_sigma**2:
             self._diverged = True

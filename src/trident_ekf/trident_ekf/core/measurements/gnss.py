@@ -16,6 +16,7 @@ import numpy as np
 
 from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
+from mav_geometry.scalar import cross
 from mav_geometry.settings import check_settings, setting
 from trident_ekf.core.config import FilterConfig
 from trident_ekf.core.earth import OMEGA_ECEF, ecef_to_geodetic, enu_to_ecef_rotation
@@ -180,9 +181,11 @@ class GnssVelocity(AidingSource):
         lever_skew = skew(lever)
         earth_body = C.T @ OMEGA_ECEF
         H = np.zeros((3, filter_.state_dim))
-        H[:, ATT] = C @ skew(np.cross(omega_eb, lever)) - C @ lever_skew @ skew(earth_body)
+        arm_velocity = cross(omega_eb.tolist(), lever.tolist())  # np.cross costs 10x more
+        rotated_lever_skew = C @ lever_skew
+        H[:, ATT] = C @ skew(arm_velocity) - rotated_lever_skew @ skew(earth_body)
         H[:, VEL] = filter_.navigation_error_block(C)
-        H[:, BG] = -C @ lever_skew
+        H[:, BG] = -rotated_lever_skew
         return Linearization(antenna_velocity(C, v, lever, omega_eb) - m.value, H,
                              m.covariance)
 
