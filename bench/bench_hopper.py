@@ -1,8 +1,25 @@
-"""Time per step of the Fly-Hopper in maximal coordinates, against the minimal baseline.
+"""Time per step of the Fly-Hopper in maximal coordinates: compiled step, numpy reference,
+minimal-coordinate baseline and MuJoCo, and the cost per step against the number of bodies.
 
-Usage: python bench/bench_hopper.py [--repeats K] [--output-dir DIR]
+Usage: python bench/bench_hopper.py [--repeats K] [--output-dir DIR] [--max-links N]
+       [--skip-baselines]
 
-1. harness cases (ours and the baseline in the same process, after checking they agree):
+1. compiled against reference (the same process): the drop test and the hop (1 s each at
+   h = 1 ms, the experiments' whole loop: controller, step, records) with the C step
+   (``multibody._kernels``, as used) and with the numpy reference
+   (``compiled=False``); their trajectories must agree (1e-8 m); the real-time factor
+   of each, and the integrator step alone on the hop's recorded states and commands;
+2. peer: MuJoCo (when installed; 'peer not installed' otherwise), a 5-body planar
+   closed-loop hopper-like leg (vertical slide, two hips, parallelogram closed by a
+   ``connect`` equality, foot sphere on a floor plane, position servos on the hips)
+   dropped for 1 s at h = 1 ms, one Python ``mj_step`` per step; printed as ratios;
+3. scaling: a pendulum chain of 1..N links (``multibody.chain``, h = 1 ms) with the
+   contact-free Newton step and with the interior point on every step (foot clear of the
+   ground), compiled, and the reference at a few sizes; the fitted cost per added body
+   (us), a check that the cost per added body does not grow (the upper half's slope at
+   most 1.5x the lower half's), a table and ``hopper_scaling.png``;
+4. harness cases (skipped with ``--skip-baselines``; ours and the baseline in the same
+   process, after checking they agree):
    the fixed-base passive swing over 0.15 s, maximal variational integrator at
    h = 10 ms and 1 ms against the paper's minimal-coordinate RK4 + Baumgarte at 1 ms;
    they must give the same joint angles at 0.15 s (within 0.05 deg and 0.005 deg);
@@ -11,18 +28,26 @@ Usage: python bench/bench_hopper.py [--repeats K] [--output-dir DIR]
    base welded at the standing height (contact-free Newton): both must stay put; and
    the drop test and the hop (1 s each at h = 1 ms) with the contact solver as used
    (predictor-corrector, warm start, exact broad phase) against the plain interior
-   point (fixed central-path reduction, cold start, every step): same trajectory;
-2. real-time factors: the floating hopper without contact at h = 10 ms (the
-   zero-gravity PD manoeuvre, 1 s simulated), the drop test with contact at h = 1 ms
-   (1 s simulated, 0.2 s of flight then resting contact) and the hop at h = 1 ms
-   (1 s: push, 0.55 s of flight, landing), with the solver iterations per step.
+   point (fixed central-path reduction, cold start, every step): same trajectory.
 
-Writes ``hopper_timing.{json,md}`` (harness report) and ``hopper.json``.
+OpenBLAS is held to one thread (``OPENBLAS_NUM_THREADS``, unless set). Times are CPU
+seconds of the benchmark's thread, best of ``--repeats`` (the scaling
+curve: of 2 more); the harness cases of 4. are wall-clock (``harness.best_time``).
+Writes ``hopper.{json,md}``, ``hopper_scaling.{json,md,png}`` and (with the baselines)
+``hopper_timing.{json,md}``.
 """
 
 from __future__ import annotations
 
+import os
+
+# every timed path is single-threaded; a multi-threaded BLAS in the reference's dense solve
+# only spins for its size (before numpy loads; an explicit setting wins)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import argparse
+import functools
+import importlib
 import json
 import time
 from pathlib import Path
@@ -30,13 +55,14 @@ from pathlib import Path
 import numpy as np
 from harness import Case, run, write_report
 
-from variational_sim.experiments import drop_test, hop, pd_manoeuvre
+from variational_sim.experiments import drop_test, hop
+from variational_sim.experiments.common import fly_hopper
 from variational_sim.minimal.planar_loop import BaumgarteRK4, PlanarLoopModel, PlanarState
+from variational_sim.multibody.chain import chain_configuration, pendulum_chain
 from variational_sim.multibody.contact import ContactVariationalMultibody, InteriorPointOptions
 from variational_sim.multibody.hopper import (
     LEG_JOINTS,
     NOMINAL_ANGLES_DEG,
-    load_hopper,
     nominal_configuration,
     with_locked_joints,
     with_vertical_guide,
@@ -54,7 +80,7 @@ PLAIN = InteriorPointOptions(predictor_corrector=False, warm_start=False, free_s
 
 def maximal_swing(step: float):
     """Zero-argument callable: joint angles (deg) after the fixed-base swing."""
-    hopper = with_welded_base(load_hopper())
+    hopper = with_welded_base(fly_hopper())
     positions, quaternions = nominal_configuration(hopper)
 
     def swing() -> np.ndarray:
@@ -69,7 +95,7 @@ def maximal_swing(step: float):
 
 def minimal_swing(step: float):
     """Zero-argument callable: the same swing with RK4 + Baumgarte (deg)."""
-    model = PlanarLoopModel(with_welded_base(load_hopper()))
+    model = PlanarLoopModel(with_welded_base(fly_hopper()))
     q0 = np.radians([NOMINAL_ANGLES_DEG[n] for n in LEG_JOINTS])
 
     def swing() -> np.ndarray:
@@ -93,7 +119,7 @@ def standing_base(mechanism) -> np.ndarray:
 
 def standing(with_contact: bool, steps: int = 50):
     """Zero-argument callable: base height (m) after ``steps`` of 1 ms standing still."""
-    locked = with_locked_joints(load_hopper(), HIPS)
+    locked = with_locked_joints(fly_hopper(), HIPS)
     base = standing_base(locked)
     if with_contact:
         mechanism, integrator_type = with_vertical_guide(locked), ContactVariationalMultibody
@@ -130,20 +156,288 @@ def same_hop(a, b) -> bool:
                 and abs(a.flight_time - b.flight_time) < 1e-9)
 
 
-def cpu_seconds(function) -> tuple[float, object]:
-    """Process time (s) of one call and its result."""
-    start = time.process_time()
+def seconds(function) -> tuple[float, object]:
+    """CPU time (s) of this thread for one call, and its result. Every timed code path is
+    single-threaded; the thread's CPU time does not count the time other processes take
+    on a shared machine (wall-clock does), nor the spinning of idle BLAS threads
+    (process time does)."""
+    start = time.thread_time()
     result = function()
-    return time.process_time() - start, result
+    return time.thread_time() - start, result
 
 
-def main() -> None:
-    arguments = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    arguments.add_argument("--repeats", type=int, default=3, help="timing repeats")
-    arguments.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT,
-                           help=f"where to write the reports (default {DEFAULT_OUTPUT})")
-    args = arguments.parse_args()
+def best_time(function, repeats: int) -> tuple[float, object]:
+    """Least thread CPU time (s) over ``repeats`` calls, and the last result."""
+    runs = [seconds(function) for _ in range(repeats)]
+    return min(seconds for seconds, _ in runs), runs[-1][1]
 
+
+def experiment_run(experiment, compiled: bool, options=None):
+    """Zero-argument callable: 1 s of ``experiment`` at h = 1 ms with the compiled step or
+    the numpy reference (the experiment module's integrator class swapped for the run)."""
+    def simulate():
+        original = experiment.ContactVariationalMultibody
+        experiment.ContactVariationalMultibody = functools.partial(original, compiled=compiled)
+        try:
+            return experiment.simulate(0.001, 1.0, options or InteriorPointOptions())
+        finally:
+            experiment.ContactVariationalMultibody = original
+    return simulate
+
+
+def recorded_hop() -> tuple[object, list, list]:
+    """The hop's integrator setup, states and commands of its 1000 steps (compiled run)."""
+    states, commands = [], []
+    original_step = ContactVariationalMultibody.step
+
+    def recording(self, state, inputs=None):
+        states.append(state)
+        commands.append(inputs)
+        return original_step(self, state, inputs)
+
+    ContactVariationalMultibody.step = recording
+    try:
+        hop.simulate(0.001, 1.0)
+    finally:
+        ContactVariationalMultibody.step = original_step
+    return with_vertical_guide(fly_hopper()), states, commands
+
+
+def step_replay(mechanism, states, commands, compiled: bool):
+    """Zero-argument callable: one integrator step from each recorded state."""
+    integrator = ContactVariationalMultibody(mechanism, 0.001, motor_commands=True,
+                                             compiled=compiled)
+
+    def replay():
+        for state, command in zip(states, commands, strict=True):
+            integrator.step(state, command)
+    return replay
+
+
+HOPPER_MJCF = """
+<mujoco model="hopper5">
+  <option timestep="0.001"/>
+  <default><geom contype="0" conaffinity="0"/><joint damping="0.05"/></default>
+  <worldbody>
+    <geom name="floor" type="plane" size="2 2 0.1" contype="1" conaffinity="1"/>
+    <body name="base" pos="0 0 0.6">
+      <joint name="guide" type="slide" axis="0 0 1"/>
+      <geom type="box" size="0.05 0.05 0.05" mass="7"/>
+      <body name="link0">
+        <joint name="hip0" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.0866 0 -0.05" size="0.01" mass="0.25"/>
+        <body name="link1" pos="0.0866 0 -0.05">
+          <joint name="knee1" type="hinge" axis="0 1 0"/>
+          <geom type="capsule" fromto="0 0 0 -0.15 0 -0.26" size="0.01" mass="0.07"/>
+        </body>
+      </body>
+      <body name="link2">
+        <joint name="hip2" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 -0.15 0 -0.26" size="0.01" mass="0.28"/>
+        <body name="link3" pos="-0.15 0 -0.26">
+          <joint name="knee3" type="hinge" axis="0 1 0"/>
+          <geom type="capsule" fromto="0 0 0 0.2598 0 -0.15" size="0.01" mass="0.13"/>
+          <geom name="foot" type="sphere" pos="0.2598 0 -0.15" size="0.025" mass="0.01"
+                contype="1" conaffinity="1" friction="0.5"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <equality><connect body1="link1" body2="link3" anchor="-0.15 0 -0.26"/></equality>
+  <actuator>
+    <position joint="hip0" kp="200"/>
+    <position joint="hip2" kp="200"/>
+  </actuator>
+</mujoco>
+"""
+"""The peer's hopper: 5 bodies, a parallelogram leg closed by an equality, a foot sphere
+over a floor, hips held by position servos; dropped from 0.19 m (foot clearance)."""
+
+
+def mujoco_drop():
+    """Zero-argument callable: 1000 Python ``mj_step`` calls of the peer's drop, returning
+    the number of steps with a foot contact; None when mujoco is not installed."""
+    try:
+        mujoco = importlib.import_module("mujoco")
+    except ImportError:
+        return None
+    model = mujoco.MjModel.from_xml_string(HOPPER_MJCF)
+    data = mujoco.MjData(model)
+
+    def drop() -> int:
+        mujoco.mj_resetData(model, data)
+        touching = 0
+        for _ in range(1000):
+            mujoco.mj_step(model, data)
+            touching += data.ncon > 0
+        return touching
+
+    return drop
+
+
+def chain_run(links: int, contact: bool, compiled: bool, steps: int):
+    """Zero-argument callable: ``steps`` steps of the pendulum chain of ``links`` links
+    swinging from 0.6 rad (first joint) and 0.3 rad (the others) at h = 1 ms."""
+    mechanism = pendulum_chain(links, np.array([0.0, 0.0, 5.0]))
+    angles = np.full(links, 0.3)
+    angles[0] = 0.6
+    positions, quaternions = chain_configuration(mechanism, angles)
+    if contact:  # the interior point on every step, the foot clear of the ground
+        integrator = ContactVariationalMultibody(mechanism, 0.001, compiled=compiled,
+                                                 options=InteriorPointOptions(
+                                                     free_step_first=False))
+    else:
+        integrator = VariationalMultibody(mechanism.without_contacts(), 0.001,
+                                          compiled=compiled)
+    start = integrator.initial_state(positions, quaternions, np.zeros((links, 6)))
+
+    def run() -> None:
+        state = start
+        for _ in range(steps):
+            state = integrator.step(state)
+
+    return run
+
+
+def chain_step_times(sizes: list[int], contact: bool, compiled: bool, steps: int,
+                     repeats: int) -> np.ndarray:
+    """Best time (s) per step of each chain size; the sizes take turns in every repeat,
+    so that a burst of load on the machine does not bend the curve at a few sizes."""
+    runs = [chain_run(n, contact, compiled, steps) for n in sizes]
+    best = np.full(len(sizes), np.inf)
+    for _ in range(repeats):
+        for i, chain in enumerate(runs):
+            best[i] = min(best[i], seconds(chain)[0] / steps)
+    return best
+
+
+def linear_fit(sizes: np.ndarray, costs: np.ndarray) -> tuple[float, float]:
+    """Least-squares slope (per body) and intercept."""
+    slope, intercept = np.polyfit(sizes, costs, 1)
+    return float(slope), float(intercept)
+
+
+def half_slopes(sizes: np.ndarray, costs: np.ndarray) -> tuple[float, float]:
+    """Fitted cost per added body over the lower and the upper half of the sizes."""
+    middle = len(sizes) // 2
+    return (linear_fit(sizes[:middle + 1], costs[:middle + 1])[0],
+            linear_fit(sizes[middle:], costs[middle:])[0])
+
+
+def scaling(max_links: int, repeats: int, output_dir: Path) -> dict:
+    """Cost per step against the number of links; the table, the fit and the plot."""
+    sizes = np.arange(1, max_links + 1)
+    series = {}
+    for contact in (False, True):
+        costs = chain_step_times(sizes.tolist(), contact, True, 100, repeats + 2)
+        series["interior point" if contact else "contact-free Newton"] = costs
+    reference_sizes = sorted({1, 5, 10, max_links} & set(sizes.tolist()))
+    reference = dict(zip(reference_sizes,
+                         chain_step_times(reference_sizes, False, False, 10, 2).tolist(),
+                         strict=True))
+    figures: dict = {"links": sizes.tolist(), "reference_newton_s": reference}
+    lines = ["", "## Cost per step against the number of bodies (pendulum chain, h = 1 ms)", "",
+             "| links | contact-free Newton (us) | interior point every step (us) "
+             "| reference Newton (us) | reference / compiled |", "|---:|---:|---:|---:|---:|"]
+    for i, n in enumerate(sizes):
+        newton, interior = series["contact-free Newton"][i], series["interior point"][i]
+        ref = reference.get(int(n))
+        ref_cells = (f"{ref * 1e6:.0f} | {ref / newton:.0f}x" if ref is not None else "- | -")
+        lines.append(f"| {n} | {newton * 1e6:.1f} | {interior * 1e6:.1f} | {ref_cells} |")
+    lines.append("")
+    for name, costs in series.items():
+        slope, intercept = linear_fit(sizes, costs)
+        lower, upper = half_slopes(sizes, costs)
+        linear = upper <= 1.5 * lower
+        figures[name] = {"time_per_step_s": costs.tolist(), "slope_per_body_s": slope,
+                         "intercept_s": intercept, "lower_half_slope_s": lower,
+                         "upper_half_slope_s": upper, "cost_per_added_body_at_most_linear": linear}
+        lines.append(f"- {name}: {slope * 1e6:.2f} us per added body (fit {intercept * 1e6:.1f} "
+                     f"+ {slope * 1e6:.2f} n us); per added body {lower * 1e6:.2f} us over "
+                     f"1..{sizes[len(sizes) // 2]} and {upper * 1e6:.2f} us above: "
+                     f"{'at most linear (PASS)' if linear else 'grows faster than linear (FAIL)'}")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    for name, costs in series.items():
+        slope, intercept = linear_fit(sizes, costs)
+        axis.plot(sizes, costs * 1e6, "o", label=f"{name} (compiled)")
+        axis.plot(sizes, (intercept + slope * sizes) * 1e6, "-", color="grey", linewidth=0.8)
+    axis.plot(list(reference), [t * 1e6 for t in reference.values()], "s",
+              label="contact-free Newton (numpy reference)")
+    axis.set(xlabel="bodies in the chain", ylabel="time per step (us)", yscale="log",
+             title="Maximal-coordinate step, h = 1 ms")
+    axis.legend()
+    figure.tight_layout()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    figure.savefig(output_dir / "hopper_scaling.png", dpi=120)
+    (output_dir / "hopper_scaling.json").write_text(json.dumps(figures, indent=2, default=str))
+    (output_dir / "hopper_scaling.md").write_text("\n".join(lines[1:]) + "\n")
+    print("\n".join(lines))
+    return figures
+
+
+def compiled_against_reference(repeats: int) -> tuple[dict, list[str]]:
+    """Section 1: whole experiments and the step alone, compiled and reference."""
+    figures, lines = {}, ["## Fly-Hopper with contact, h = 1 ms: compiled step against the "
+                          "numpy reference", ""]
+    lines += ["| run | compiled per step | reference per step | reference / compiled "
+              "| real time (compiled) | real time (reference) |", "|---|---:|---:|---:|---:|---:|"]
+    for name, experiment in (("drop test", drop_test), ("hop", hop)):
+        fast_s, fast = best_time(experiment_run(experiment, True), repeats)
+        slow_s, slow = best_time(experiment_run(experiment, False), 1)
+        if np.abs(fast.base_height - slow.base_height).max() > 1e-8:
+            raise AssertionError(f"{name}: compiled and reference trajectories differ")
+        key = name.replace(" ", "_")
+        figures |= {f"{key}_compiled_time_per_step_s": fast_s / 1000,
+                    f"{key}_reference_time_per_step_s": slow_s / 1000,
+                    f"{key}_speedup": slow_s / fast_s,
+                    f"{key}_real_time_factor": 1.0 / fast_s,
+                    f"{key}_reference_real_time_factor": 1.0 / slow_s,
+                    f"{key}_iterations_per_step": float(fast.iterations.mean())}
+        lines.append(f"| {name}, whole loop | {fast_s * 1e3:.0f} us | {slow_s * 1e3:.0f} us "
+                     f"| {slow_s / fast_s:.1f}x | {1.0 / fast_s:.1f}x "
+                     f"| {1.0 / slow_s:.2f}x |")
+    mechanism, states, commands = recorded_hop()
+    fast_step, _ = best_time(step_replay(mechanism, states, commands, True), repeats)
+    slow_step, _ = best_time(step_replay(mechanism, states, commands, False), 1)
+    figures |= {"hop_step_compiled_s": fast_step / len(states),
+                "hop_step_reference_s": slow_step / len(states),
+                "hop_step_real_time_factor": len(states) * 0.001 / fast_step}
+    lines.append(f"| hop, integrator step alone | {fast_step / len(states) * 1e6:.0f} us "
+                 f"| {slow_step / len(states) * 1e6:.0f} us | {slow_step / fast_step:.1f}x "
+                 f"| {len(states) * 0.001 / fast_step:.1f}x "
+                 f"| {len(states) * 0.001 / slow_step:.2f}x |")
+    return figures, lines
+
+
+def peer(figures: dict, repeats: int) -> list[str]:
+    """Section 2: the MuJoCo drop, and our per-step times over it."""
+    drop = mujoco_drop()
+    if drop is None:
+        print("MuJoCo: peer not installed")
+        return ["", "MuJoCo: peer not installed (pip install the bench extra)."]
+    seconds, touching = best_time(drop, repeats)
+    if not touching:
+        raise AssertionError("MuJoCo hopper never touched the floor")
+    per_step = seconds / 1000
+    figures["mujoco_hopper_time_per_step_s"] = per_step
+    lines = ["", f"MuJoCo 5-body closed-loop hopper drop, one Python mj_step per step: "
+             f"{per_step * 1e6:.1f} us per step ({touching} of 1000 steps in contact).", "",
+             "| ours | per step | ours / MuJoCo |", "|---|---:|---:|"]
+    for label, key in (("hop, integrator step alone (compiled)", "hop_step_compiled_s"),
+                       ("hop, whole loop (compiled)", "hop_compiled_time_per_step_s"),
+                       ("drop test, whole loop (compiled)", "drop_test_compiled_time_per_step_s"),
+                       ("hop, integrator step alone (reference)", "hop_step_reference_s")):
+        figures[f"{key}_over_mujoco"] = figures[key] / per_step
+        lines.append(f"| {label} | {figures[key] * 1e6:.0f} us | {figures[key] / per_step:.1f}x |")
+    return lines
+
+
+def baselines(repeats: int, output_dir: Path) -> None:
+    """Section 4: the harness cases against the minimal baseline and the plain interior
+    point."""
     def agree_within(tolerance_deg: float):
         return lambda a, b: bool(np.max(np.abs(a - b)) < tolerance_deg)
 
@@ -162,50 +456,36 @@ def main() -> None:
         Case("hop 1 s h=1 ms: contact solver vs plain interior point", 1000,
              contact_run(hop, InteriorPointOptions()), contact_run(hop, PLAIN), same_hop),
     ]
-    results = run(cases, args.repeats)
+    results = run(cases, repeats)
     write_report(results, "Fly-Hopper maximal-coordinate stepping",
                  "baseline (minimal RK4+Baumgarte; welded base for standing; plain interior "
                  "point for the drop and the hop)",
-                 args.output_dir, "hopper_timing")
+                 output_dir, "hopper_timing")
 
-    best = float("inf")
-    for _ in range(args.repeats):
-        start = time.process_time()
-        pd_manoeuvre.simulate(0.01, 1.0)
-        best = min(best, time.process_time() - start)
-    drop_cpu, drop = min((cpu_seconds(contact_run(drop_test, InteriorPointOptions()))
-                          for _ in range(args.repeats)), key=lambda run: run[0])
-    hop_cpu, hopped = min((cpu_seconds(contact_run(hop, InteriorPointOptions()))
-                           for _ in range(args.repeats)), key=lambda run: run[0])
-    plain_drop, plain_hop = drop_test.simulate(0.001, 1.0, PLAIN), hop.simulate(0.001, 1.0, PLAIN)
-    figures = {
-        "floating_no_contact_h_s": 0.01,
-        "floating_no_contact_time_per_step_s": best / 100,
-        "floating_no_contact_real_time_factor": 1.0 / best,
-        "fixed_base_h10ms_time_per_step_s": results[0].ours_s / results[0].size,
-        "drop_test_contact_h_s": 0.001,
-        "drop_test_contact_time_per_step_s": drop_cpu / 1000,
-        "drop_test_contact_real_time_factor": 1.0 / drop_cpu,
-        "drop_test_iterations_per_step": float(drop.iterations.mean()),
-        "drop_test_plain_iterations_per_step": float(plain_drop.iterations.mean()),
-        "drop_test_speedup_vs_plain": 1.0 / results[3].ratio,
-        "hop_contact_time_per_step_s": hop_cpu / 1000,
-        "hop_real_time_factor": 1.0 / hop_cpu,
-        "hop_iterations_per_step": float(hopped.iterations.mean()),
-        "hop_plain_iterations_per_step": float(plain_hop.iterations.mean()),
-        "hop_speedup_vs_plain": 1.0 / results[4].ratio,
-        "standing_contact_time_per_step_s": results[2].ours_s / results[2].size,
-    }
-    print(f"floating hopper, no contact, h = 10 ms: {best / 100 * 1e3:.3f} ms per step "
-          f"(including PD and momentum bookkeeping), {1.0 / best:.1f}x real time")
-    for name, cpu, ours, plain, case in (("drop test", drop_cpu, drop, plain_drop, results[3]),
-                                         ("hop", hop_cpu, hopped, plain_hop, results[4])):
-        print(f"{name} with contact, h = 1 ms: {cpu:.3f} s for 1000 steps, {1.0 / cpu:.2f}x "
-              f"real time; {ours.iterations.mean():.2f} solver iterations per step "
-              f"(plain interior point {plain.iterations.mean():.2f}, "
-              f"{1.0 / case.ratio:.1f}x slower)")
+
+def main() -> None:
+    arguments = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    arguments.add_argument("--repeats", type=int, default=3, help="timing repeats (>= 1)")
+    arguments.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT,
+                           help=f"where to write the reports (default {DEFAULT_OUTPUT})")
+    arguments.add_argument("--max-links", type=int, default=20,
+                           help="longest chain of the scaling curve (bodies, 4..100, default 20)")
+    arguments.add_argument("--skip-baselines", action="store_true",
+                           help="skip the harness cases against the minimal-coordinate "
+                           "baseline and the plain interior point (the slow part)")
+    args = arguments.parse_args()
+    if args.repeats < 1 or not 4 <= args.max_links <= 100:
+        arguments.error("--repeats must be >= 1 and --max-links in 4..100")
+
+    figures, lines = compiled_against_reference(args.repeats)
+    lines += peer(figures, args.repeats)
+    print("\n".join(lines))
+    figures["scaling"] = scaling(args.max_links, args.repeats, args.output_dir)
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    (args.output_dir / "hopper.json").write_text(json.dumps(figures, indent=2))
+    (args.output_dir / "hopper.json").write_text(json.dumps(figures, indent=2, default=str))
+    (args.output_dir / "hopper.md").write_text("\n".join(lines) + "\n")
+    if not args.skip_baselines:
+        baselines(args.repeats, args.output_dir)
 
 
 if __name__ == "__main__":

@@ -63,7 +63,9 @@ class ConstraintSet:
     Rows are ordered by joint, point rows before dot rows. They are evaluated on arrays
     of rows (one numpy call per operation for the whole set, not per joint: at 3x3
     numpy's per-call overhead is the cost). The world is body index ``n`` (identity
-    attitude at the origin); its Jacobian columns are dropped.
+    attitude at the origin); its Jacobian columns are dropped. ``table`` (rows, 12)
+    holds every row as ``(kind, parent, child, v1, v2, v3)``: kind 0 a point row
+    (parent point, child point, direction), kind 1 a dot row (``u``, ``n``, zeros).
     """
 
     def __init__(self, mechanism: Mechanism) -> None:
@@ -116,6 +118,15 @@ class ConstraintSet:
         edges = np.cumsum([0] + [count] * 3 + [len(dot_index)] * 2)
         self._forward_parts = [slice(a, b) for a, b in itertools.pairwise(edges)]
         self._last: tuple[bytes, FloatArray, FloatArray] | None = None
+        # the same rows as one table for the compiled step (multibody.compiled)
+        self.table = np.zeros((self.rows, 12))
+        self.table[point_index, :3] = np.column_stack([np.zeros(count), point_parents,
+                                                       point_children])
+        self.table[point_index, 3:] = np.concatenate([parent_points, child_points, directions],
+                                                     axis=1)
+        self.table[dot_index, :3] = np.column_stack([np.ones(len(dot_index)), dot_parents,
+                                                     dot_children])
+        self.table[dot_index, 3:9] = np.concatenate([parent_vectors, child_vectors], axis=1)
 
     def evaluate(
         self, positions: FloatArray, quaternions: FloatArray, jacobian: bool = True

@@ -48,6 +48,12 @@ from variational_sim.multibody.batched import (
     rotation_matrices,
     skew,
 )
+from variational_sim.multibody.compiled import (
+    FREE_STEP_FIRST,
+    INTERIOR_POINT_FAILED,
+    PREDICTOR_CORRECTOR,
+    WARM_START,
+)
 from variational_sim.multibody.discrete import start_momentum_jacobian
 from variational_sim.multibody.integrator import (
     MultibodyState,
@@ -60,7 +66,7 @@ from variational_sim.multibody.interior_point import (
     max_step,
     mehrotra_direction,
 )
-from variational_sim.multibody.mechanism import Mechanism
+from variational_sim.multibody.mechanism import Contact, Mechanism
 
 FACETS = np.array([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]])
 """Outward normals ``a_j`` of the friction pyramid's facets (ground x, y)."""
@@ -112,10 +118,10 @@ class ContactVariationalMultibody(VariationalMultibody):
     def __init__(self, mechanism: Mechanism, step_size: float, tolerance: float = 1e-10,
                  max_iterations: int = 100, motor_commands: bool = False,
                  speed_feedback: float = 0.0,
-                 options: InteriorPointOptions = DEFAULT_OPTIONS) -> None:
-        super().__init__(mechanism, step_size, tolerance, max_iterations, motor_commands,
-                         speed_feedback)
+                 options: InteriorPointOptions = DEFAULT_OPTIONS, compiled: bool = True) -> None:
         self.options = options
+        super().__init__(mechanism, step_size, tolerance, max_iterations, motor_commands,
+                         speed_feedback, compiled)
         contacts = mechanism.contacts
         count = len(contacts)
         self._contact_bodies = np.array([mechanism.index(c.body) for c in contacts], dtype=int)
@@ -132,6 +138,24 @@ class ContactVariationalMultibody(VariationalMultibody):
         self._linear_entries = (np.arange(count)[:, None, None], rows, columns + 3)
         self._point_skews = skew(self._contact_points)
         self._last_centres: tuple[bytes, FloatArray, FloatArray] | None = None
+
+    def _stepped_contacts(self) -> tuple[Contact, ...]:
+        return self.mechanism.contacts
+
+    def _solver_flags(self) -> int:
+        return ((PREDICTOR_CORRECTOR if self.options.predictor_corrector else 0)
+                | (WARM_START if self.options.warm_start else 0)
+                | (FREE_STEP_FIRST if self.options.free_step_first else 0))
+
+    def _step_error(self, status: int, state: MultibodyState) -> Exception:
+        if status == INTERIOR_POINT_FAILED:
+            return NoSolutionError(self._interior_point_failure(state))
+        return super()._step_error(status, state)
+
+    def _interior_point_failure(self, state: MultibodyState) -> str:
+        """Message of an interior point that did not converge."""
+        return (f"contact interior point did not converge in {self.max_iterations} "
+                f"iterations at t = {state.time:.6g} s with step {self.step_size} s")
 
     # -- contact kinematics ------------------------------------------------------------
 
@@ -156,6 +180,8 @@ class ContactVariationalMultibody(VariationalMultibody):
 
     def gaps(self, state: MultibodyState) -> FloatArray:
         """Signed distance (m) of each contact sphere to the ground, negative inside."""
+        if self._compiled is not None:
+            return self._compiled.gaps(state.positions, state.quaternions)
         points, _ = self.centres(state.positions, state.quaternions)
         result: FloatArray = points[:, 2] - self._radii
         return result
@@ -277,7 +303,4 @@ class ContactVariationalMultibody(VariationalMultibody):
                 unknowns[:, :PAIRS] = np.maximum(unknowns[:, :PAIRS], RECENTRE_FLOOR)
                 slacks = np.maximum(slacks, RECENTRE_FLOOR)
                 blocked = True
-        raise NoSolutionError(
-            f"contact interior point did not converge in {self.max_iterations} iterations at "
-            f"t = {state.time:.6g} s with step {h} s"
-        )
+        raise NoSolutionError(self._interior_point_failure(state))

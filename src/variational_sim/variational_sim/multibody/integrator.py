@@ -29,8 +29,16 @@ from numpy.typing import ArrayLike
 
 from mav_geometry import quaternion as Q
 from mav_geometry.arrays import FloatArray
+from mav_geometry.shown import shown
 from variational_sim.integrators.base import NoSolutionError, check_step_size
 from variational_sim.multibody.batched import from_rotation_vectors, multiply
+from variational_sim.multibody.compiled import (
+    NEWTON_FAILED,
+    OK,
+    SINGULAR,
+    CompiledStep,
+    kernels,
+)
 from variational_sim.multibody.constraints import ConstraintSet
 from variational_sim.multibody.discrete import (
     RelativeRotation,
@@ -48,7 +56,10 @@ from variational_sim.multibody.forces import (
     motor_torques,
 )
 from variational_sim.multibody.kinematics import inverse_mass_matrix, project_velocities
-from variational_sim.multibody.mechanism import Mechanism
+from variational_sim.multibody.mechanism import Contact, Mechanism
+
+_NO_PAIRS = np.zeros((0, 0))
+_NO_PAIRS.flags.writeable = False  # shared by every state without contact pairs
 
 
 @dataclass(frozen=True)
@@ -117,7 +128,7 @@ class VariationalMultibody:
     def __init__(
         self, mechanism: Mechanism, step_size: float,
         tolerance: float = 1e-12, max_iterations: int = 30, motor_commands: bool = False,
-        speed_feedback: float = 0.0,
+        speed_feedback: float = 0.0, compiled: bool = True,
     ) -> None:
         """``tolerance``: Newton stop on the constraint violation (m) and on the momentum
         residual relative to ``max(1, |p|)`` (N s). ``motor_commands``: step inputs are
@@ -125,7 +136,9 @@ class VariationalMultibody:
         torques (N m) clamped explicitly at the start of the step. ``speed_feedback``
         (N m s/rad): damping of the motor drives' speed loop, added to the back-EMF slope
         and solved implicitly like it (the derivative term of a joint PD whose gain
-        would make an explicit loop unstable on the light links)."""
+        would make an explicit loop unstable on the light links). ``compiled``: step with
+        the C kernel (``multibody.compiled``) when it is built and ``MAV_KERNELS`` is not
+        ``reference``; false runs the numpy reference."""
         if speed_feedback < 0.0 or (speed_feedback > 0.0 and not motor_commands):
             raise ValueError("speed_feedback must be >= 0 and needs motor_commands")
         if motor_commands and not all(np.isfinite(a.peak_torque) and np.isfinite(a.no_load_speed)
@@ -154,6 +167,17 @@ class VariationalMultibody:
         self._last_terms: tuple[bytes, StepTerms] | None = None
         body_rows = 6 * np.arange(len(self._masses))[:, None, None] + np.arange(6)[:, None]
         self._block_entries = (body_rows, body_rows.transpose(0, 2, 1))  # (n, 6, 6) blocks
+        module = kernels()
+        self._compiled = (CompiledStep(module, self, self._stepped_contacts())
+                          if compiled and module is not None else None)
+
+    def _stepped_contacts(self) -> tuple[Contact, ...]:
+        """The contacts the step solves (none: this integrator ignores contacts)."""
+        return ()
+
+    def _solver_flags(self) -> int:
+        """The contact solver's switches for the compiled step (``compiled`` flags)."""
+        return 0
 
     # -- state helpers ---------------------------------------------------------------------
 
@@ -213,9 +237,9 @@ class VariationalMultibody:
             return np.full(count, np.nan) if self.motor_commands else np.zeros(count)
         command = np.asarray(inputs, dtype=float)
         unit = "motor commands in [-1, 1]" if self.motor_commands else "actuator torques (N m)"
-        if (command.shape != (count,) or not np.all(np.isfinite(command))
-                or (self.motor_commands and np.any(np.abs(command) > 1.0))):
-            raise ValueError(f"inputs must be {count} finite {unit}, got {inputs!r}")
+        if (command.shape != (count,) or not np.isfinite(command).all()
+                or (self.motor_commands and (np.abs(command) > 1.0).any())):
+            raise ValueError(f"inputs must be {count} finite {unit}, got {shown(inputs)}")
         if self.motor_commands:
             return command
         omega = np.einsum("nij,nj->ni", self._inverse_inertias, state.momenta[:, :3])
@@ -230,6 +254,8 @@ class VariationalMultibody:
         torque, no back-EMF braking)."""
         h = self.step_size
         commands = self.step_inputs(state, inputs)
+        if self._compiled is not None:
+            return self._compiled_step(state, commands)
         x0, q0 = state.positions, state.quaternions
         target = (state.momenta + 0.5 * h * self._gravity).reshape(-1)
         _, jacobian_k = self.constraints.evaluate(x0, q0)
@@ -243,6 +269,38 @@ class VariationalMultibody:
             contact_impulses=solution.contact_impulses, contact_duals=solution.contact_duals,
             contact_slacks=solution.contact_slacks,
         )
+
+    def _compiled_step(self, state: MultibodyState, commands: FloatArray) -> MultibodyState:
+        """``step`` by the C kernel: the same algorithm as the reference below."""
+        assert self._compiled is not None
+        result = self._compiled.step(
+            state.positions, state.quaternions, state.momenta, state.multipliers,
+            state.torques, commands, state.contact_duals, state.contact_slacks,
+            self._solver_flags())
+        if result.status != OK:
+            raise self._step_error(result.status, state)
+        self._record(result.iterations)
+        solved = result.contact_solved
+        return MultibodyState(
+            state.time + self.step_size, result.positions, result.quaternions, result.momenta,
+            result.multipliers, result.torques, result.contact_impulses,
+            result.contact_duals if solved else _NO_PAIRS,
+            result.contact_slacks if solved else _NO_PAIRS,
+        )
+
+    def _step_error(self, status: int, state: MultibodyState) -> Exception:
+        """The reference's exception for a failed compiled step."""
+        if status == NEWTON_FAILED:
+            return NoSolutionError(self._newton_failure(state))
+        if status == SINGULAR:
+            return np.linalg.LinAlgError("singular Newton matrix of the multibody step")
+        return RuntimeError(f"compiled multibody step failed with status {status}")
+
+    def _newton_failure(self, state: MultibodyState) -> str:
+        """Message of a Newton solve that did not converge."""
+        return (f"maximal-coordinate Newton did not converge in {self.max_iterations} "
+                f"iterations at t = {state.time:.6g} s with step {self.step_size} s: reduce "
+                "the step size or check for a singular configuration")
 
     def _terms(self, state: MultibodyState, x1: FloatArray, q1: FloatArray,
                commands: FloatArray) -> StepTerms:
@@ -338,11 +396,7 @@ class VariationalMultibody:
             if np.max(np.abs(delta)) <= 1e-15 * max(1.0, float(np.max(np.abs(x1)))):
                 self._record(iteration + 1)
                 return x1, q1, multipliers  # correction at round-off: converged
-        raise NoSolutionError(
-            f"maximal-coordinate Newton did not converge in {self.max_iterations} iterations "
-            f"at t = {state.time:.6g} s with step {h} s: reduce the step size or check for a "
-            "singular configuration"
-        )
+        raise NoSolutionError(self._newton_failure(state))
 
     def _record(self, iterations: int) -> None:
         self.statistics.last_iterations = iterations

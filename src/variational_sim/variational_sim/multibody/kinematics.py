@@ -17,9 +17,11 @@ import numpy as np
 from mav_geometry import quaternion as Q
 from mav_geometry.arrays import FloatArray
 from variational_sim.multibody.batched import conjugate, multiply
+from variational_sim.multibody.compiled import kernels
 from variational_sim.multibody.constraints import ConstraintSet
 from variational_sim.multibody.mechanism import WORLD, Mechanism
 
+_IDENTITY = np.array([0.0, 0.0, 0.0, 1.0])
 RANK_TOLERANCE = 1e-9
 """Smallest accepted ratio of the constraint Jacobian's extreme singular values."""
 
@@ -170,6 +172,14 @@ def joint_angle(mechanism: Mechanism, name: str, quaternions: FloatArray) -> Flo
     """Angle (rad) of a revolute joint about its axis, for attitudes (..., n, 4)."""
     joint = mechanism.joint(name)
     a, b = mechanism.index(joint.parent), mechanism.index(joint.child)
+    module = kernels()
+    if module is not None and quaternions.ndim == 2:  # one configuration: one C call
+        contiguous = np.ascontiguousarray
+        parent = contiguous(quaternions[a], dtype=float) if a >= 0 else _IDENTITY
+        angle: FloatArray = np.array(module.joint_angle(
+            parent, contiguous(quaternions[b], dtype=float),
+            contiguous(joint.orientation, dtype=float), contiguous(joint.axis, dtype=float)))
+        return angle[()]  # a numpy scalar, as the reference's
     child = quaternions[..., b, :].reshape(-1, 4)
     parent = quaternions[..., a, :].reshape(-1, 4) if a >= 0 else Q.identity((1,))
     relative = multiply(multiply(conjugate(parent), child), conjugate(joint.orientation[None]))
