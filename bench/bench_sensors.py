@@ -2,12 +2,15 @@
 
 Usage: python bench/bench_sensors.py [--repeats K] [--output-dir DIR]
 
-- IMU: ``ImuModel.sample`` (scalar kernels, blocked noise) against the same model written
+- IMU: ``ImuModel.sample`` (the compiled reading of ``integrators/_kernels.c``, or its
+  scalar Python reference under ``MAV_KERNELS=reference``; blocked noise) against the same
+  model written
   the obvious way with numpy 3-vectors, both fed the same normals from the same seed
   (lever arm, mount rotation, Earth rate and Coriolis on). The simulator calls it 200
   times per simulated second; the budget is 20 us per sample.
 - GNSS: ``GnssModel.measure`` against the bare ``pymap3d.enu2geodetic`` of the same
-  antenna point, which is the floor of any fix (10 per simulated second).
+  antenna point, which was the floor of any fix (10 per simulated second) until the
+  compiled conversion (``enu_to_geodetic`` of ``integrators/_kernels.c``) replaced it.
 
 Before timing, each pair must agree on its first output.
 """

@@ -863,6 +863,473 @@ static PyObject *qvi_step(PyObject *self, PyObject *args) {
     return Py_BuildValue("(il)", code, iterations);
 }
 
+/* ---- vehicle_sim plant: the per-step wrench and bookkeeping (vehicle_sim/plant.py) ------ */
+/* plant_wrench and plant_advance follow MultirotorPlant.applied_wrench (rotors and drag)
+ * and MultirotorPlant.step (after the integrator) expression by expression; only the
+ * allocation and inverse-inertia products sum in another order than numpy's. */
+
+#define PLANT_MAX_ROTORS 64
+#define PLANT_CONSTANTS_SIZE 41 /* M6^-1 (rows), weight m g (N), CoM offset (m), offset flag */
+
+/* Rows of a 3x3 matrix given as three sequences of three numbers. */
+static int read_rows(PyObject *object, const char *name, double out[9]) {
+    PyObject *rows = PySequence_Fast(object, "");
+    if (rows == NULL || PySequence_Fast_GET_SIZE(rows) != 3) {
+        PyErr_Clear();
+        Py_XDECREF(rows);
+        PyErr_Format(PyExc_TypeError, "%s must be 3 rows of 3 numbers", name);
+        return -1;
+    }
+    int status = 0;
+    for (int i = 0; i < 3 && status == 0; i++)
+        status = read_doubles(PySequence_Fast_GET_ITEM(rows, i), 3, name, out + 3 * i);
+    Py_DECREF(rows);
+    return status;
+}
+
+/* A list of n Python floats, or a tuple when as_tuple. */
+static PyObject *float_sequence(const double *values, int n, int as_tuple) {
+    PyObject *result = as_tuple ? PyTuple_New(n) : PyList_New(n);
+    if (result == NULL) return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *item = PyFloat_FromDouble(values[i]);
+        if (item == NULL) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        if (as_tuple) PyTuple_SET_ITEM(result, i, item);
+        else PyList_SET_ITEM(result, i, item);
+    }
+    return result;
+}
+
+/* MultirotorPlant._world_wrench: applied wrench plus gravity about the world origin. */
+static void plant_world_wrench(const double *constants, const double r[9], const double t[3],
+                               const double held[6], double out[6]) {
+    double weight = constants[36];
+    const double *com = constants + 37;
+    double f0 = held[3], f1 = held[4], f2 = held[5];
+    double force[3] = {r[0] * f0 + r[1] * f1 + r[2] * f2, r[3] * f0 + r[4] * f1 + r[5] * f2,
+                       r[6] * f0 + r[7] * f1 + r[8] * f2 - weight};
+    double c0 = t[1] * force[2] - t[2] * force[1];
+    double c1 = t[2] * force[0] - t[0] * force[2];
+    double c2 = t[0] * force[1] - t[1] * force[0];
+    c0 += r[0] * held[0] + r[1] * held[1] + r[2] * held[2];
+    c1 += r[3] * held[0] + r[4] * held[1] + r[5] * held[2];
+    c2 += r[6] * held[0] + r[7] * held[1] + r[8] * held[2];
+    if (constants[40] != 0.0) {
+        double x = r[0] * com[0] + r[1] * com[1] + r[2] * com[2];
+        double y = r[3] * com[0] + r[4] * com[1] + r[5] * com[2];
+        c0 -= y * weight;
+        c1 += x * weight;
+    }
+    out[0] = c0, out[1] = c1, out[2] = c2;
+    out[3] = force[0], out[4] = force[1], out[5] = force[2];
+}
+
+static PyObject *plant_wrench(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *speeds_object, *twist_object, *drag_object, *rows_object, *wind_object;
+    Py_buffer allocation;
+    if (!PyArg_ParseTuple(args, "y*OOOOO", &allocation, &speeds_object, &twist_object,
+                          &drag_object, &rows_object, &wind_object))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t count = PySequence_Check(speeds_object) ? PySequence_Size(speeds_object) : -1;
+    double speeds[PLANT_MAX_ROTORS], drag[12], twist[6], rows[9], wind[3];
+    if (count < 0 || count > PLANT_MAX_ROTORS) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "rotor_speeds must be a sequence of at most %d numbers",
+                     PLANT_MAX_ROTORS);
+        goto done;
+    }
+    if (allocation.len != 6 * count * (Py_ssize_t)sizeof(double)) {
+        PyErr_Format(PyExc_ValueError,
+                     "allocation must be a C-contiguous float64 %zd x 6 matrix (K^T: one "
+                     "wrench per rotor speed)", count);
+        goto done;
+    }
+    if (read_doubles(speeds_object, count, "rotor_speeds", speeds) < 0) goto done;
+    const double *k = allocation.buf;
+    double wrench[6];
+    for (int i = 0; i < 6; i++) {
+        double sum = 0.0;
+        for (Py_ssize_t j = 0; j < count; j++) sum += k[j * 6 + i] * (speeds[j] * fabs(speeds[j]));
+        wrench[i] = sum;
+    }
+    if (drag_object != Py_None) {
+        if (read_doubles(drag_object, 12, "drag", drag) < 0
+            || read_doubles(twist_object, 6, "twist", twist) < 0)
+            goto done;
+        if (wind_object != Py_None) {
+            /* MultirotorPlant.air_twist: (omega, v - R^T w) */
+            if (read_rows(rows_object, "rows", rows) < 0
+                || read_doubles(wind_object, 3, "wind", wind) < 0)
+                goto done;
+            for (int i = 0; i < 3; i++)
+                twist[3 + i] = twist[3 + i] - (rows[i] * wind[0] + rows[3 + i] * wind[1]
+                                               + rows[6 + i] * wind[2]);
+        }
+        for (int i = 0; i < 6; i++)
+            wrench[i] = wrench[i] - drag[i] * twist[i] - drag[6 + i] * fabs(twist[i]) * twist[i];
+    }
+    result = float_sequence(wrench, 6, 0);
+done:
+    PyBuffer_Release(&allocation);
+    return result;
+}
+
+static PyObject *plant_advance(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *constants_object, *held_object, *twist_object, *rows_object, *position_object,
+        *pose_object, *momentum_object, *impulse_object;
+    double h, work;
+    if (!PyArg_ParseTuple(args, "OdOOOOOOdO", &constants_object, &h, &held_object,
+                          &twist_object, &rows_object, &position_object, &pose_object,
+                          &momentum_object, &work, &impulse_object))
+        return NULL;
+    double constants[PLANT_CONSTANTS_SIZE], held[6], twist[6], rows[9], position[3], pose[8],
+        momentum[6], impulse[6];
+    if (read_doubles(constants_object, PLANT_CONSTANTS_SIZE, "constants", constants) < 0
+        || read_doubles(held_object, 6, "held", held) < 0
+        || read_doubles(twist_object, 6, "twist", twist) < 0
+        || read_rows(rows_object, "rows", rows) < 0
+        || read_doubles(position_object, 3, "position", position) < 0
+        || read_doubles(pose_object, 8, "pose", pose) < 0
+        || read_doubles(momentum_object, 6, "momentum", momentum) < 0
+        || read_doubles(impulse_object, 6, "impulse", impulse) < 0)
+        return NULL;
+    double new_twist[6], power = 0.0;
+    for (int i = 0; i < 6; i++) {
+        double sum = 0.0;
+        for (int j = 0; j < 6; j++) sum += constants[6 * i + j] * momentum[j];
+        new_twist[i] = sum;
+    }
+    for (int i = 0; i < 6; i++) power += held[i] * (twist[i] + new_twist[i]);
+    work += 0.5 * h * power;
+    double start[6], end[6], new_rows[9], new_position[3];
+    plant_world_wrench(constants, rows, position, held, start);
+    /* to_matrix and unpack_translation of mav_geometry.scalar */
+    double x = pose[0], y = pose[1], z = pose[2], w = pose[3];
+    double dx = pose[4], dy = pose[5], dz = pose[6], dw = pose[7];
+    double matrix[9] = {
+        1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y - z * w), 2.0 * (x * z + y * w),
+        2.0 * (x * y + z * w), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z - x * w),
+        2.0 * (x * z - y * w), 2.0 * (y * z + x * w), 1.0 - 2.0 * (x * x + y * y)};
+    memcpy(new_rows, matrix, sizeof matrix);
+    new_position[0] = 2.0 * (-dw * x + dx * w - dy * z + dz * y);
+    new_position[1] = 2.0 * (-dw * y + dx * z + dy * w - dz * x);
+    new_position[2] = 2.0 * (-dw * z - dx * y + dy * x + dz * w);
+    plant_world_wrench(constants, new_rows, new_position, held, end);
+    for (int i = 0; i < 6; i++) impulse[i] = impulse[i] + 0.5 * h * (start[i] + end[i]);
+    PyObject *row0 = float_sequence(new_rows, 3, 1), *row1 = float_sequence(new_rows + 3, 3, 1),
+             *row2 = float_sequence(new_rows + 6, 3, 1);
+    PyObject *t = float_sequence(new_position, 3, 1), *twist_list = float_sequence(new_twist, 6, 0);
+    PyObject *impulse_list = float_sequence(impulse, 6, 0);
+    PyObject *result = NULL;
+    if (row0 && row1 && row2 && t && twist_list && impulse_list)
+        result = Py_BuildValue("(N((OOO)O)dN)", twist_list, row0, row1, row2, t, work,
+                               impulse_list);
+    else {
+        Py_XDECREF(twist_list);
+        Py_XDECREF(impulse_list);
+    }
+    Py_XDECREF(row0);
+    Py_XDECREF(row1);
+    Py_XDECREF(row2);
+    Py_XDECREF(t);
+    return result;
+}
+
+static PyObject *lag_step(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *values_object, *targets_object, *decay_object;
+    if (!PyArg_ParseTuple(args, "OOO", &values_object, &targets_object, &decay_object))
+        return NULL;
+    Py_ssize_t count = PySequence_Check(values_object) ? PySequence_Size(values_object) : -1;
+    double values[PLANT_MAX_ROTORS], targets[PLANT_MAX_ROTORS], decay[PLANT_MAX_ROTORS];
+    if (count < 0 || count > PLANT_MAX_ROTORS) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "values must be a sequence of at most %d numbers",
+                     PLANT_MAX_ROTORS);
+        return NULL;
+    }
+    if (read_doubles(values_object, count, "values", values) < 0
+        || read_doubles(targets_object, count, "targets", targets) < 0
+        || read_doubles(decay_object, count, "decay", decay) < 0)
+        return NULL;
+    /* RotorMotors.step: the exact first-order lag c + (s - c) a */
+    for (Py_ssize_t i = 0; i < count; i++)
+        values[i] = targets[i] + (values[i] - targets[i]) * decay[i];
+    return float_sequence(values, (int)count, 0);
+}
+
+static PyObject *plant_accelerations(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *constants_object, *rows_object, *held_object, *twist_object, *momentum_object;
+    if (!PyArg_ParseTuple(args, "OOOOO", &constants_object, &rows_object, &held_object,
+                          &twist_object, &momentum_object))
+        return NULL;
+    double constants[PLANT_CONSTANTS_SIZE], rows[9], held[6], twist[6], momentum[6];
+    if (read_doubles(constants_object, PLANT_CONSTANTS_SIZE, "constants", constants) < 0
+        || read_rows(rows_object, "rows", rows) < 0
+        || read_doubles(held_object, 6, "held", held) < 0
+        || read_doubles(twist_object, 6, "twist", twist) < 0
+        || read_doubles(momentum_object, 6, "momentum", momentum) < 0)
+        return NULL;
+    /* MultirotorPlant.accelerations: Euler-Poincare rate, M6^-1, then R (dv/dt + w x v) */
+    double weight = constants[36];
+    const double *omega = twist, *velocity = twist + 3, *angular = momentum,
+                 *linear = momentum + 3;
+    double gravity[3] = {-weight * rows[6], -weight * rows[7], -weight * rows[8]};
+    double gravity_torque[3], a1[3], a2[3], l1[3], transport[3], rate[6], twist_rate[6];
+    cross3(constants + 37, gravity, gravity_torque);
+    cross3(angular, omega, a1);
+    cross3(linear, velocity, a2);
+    cross3(linear, omega, l1);
+    for (int i = 0; i < 3; i++) {
+        rate[i] = a1[i] + a2[i] + gravity_torque[i] + held[i];
+        rate[3 + i] = l1[i] + gravity[i] + held[3 + i];
+    }
+    for (int i = 0; i < 6; i++) {
+        double sum = 0.0;
+        for (int j = 0; j < 6; j++) sum += constants[6 * i + j] * rate[j];
+        twist_rate[i] = sum;
+    }
+    cross3(omega, velocity, transport);
+    double body[3], world[3];
+    for (int i = 0; i < 3; i++) body[i] = twist_rate[3 + i] + transport[i];
+    for (int i = 0; i < 3; i++)
+        world[i] = rows[3 * i] * body[0] + rows[3 * i + 1] * body[1] + rows[3 * i + 2] * body[2];
+    return Py_BuildValue("((ddd)(ddd))", twist_rate[0], twist_rate[1], twist_rate[2], world[0],
+                         world[1], world[2]);
+}
+
+/* ---- sensors: ENU to WGS-84 geodetic (variational_sim/sensors/gnss.py) ------------------ */
+/* pymap3d.enu2geodetic (enu2ecef, then You (2000) ecef2geodetic without iterations) for one
+ * point, expression by expression; libm's trigonometry may round differently from numpy's. */
+static PyObject *enu_to_geodetic(PyObject *self, PyObject *args) {
+    (void)self;
+    double east, north, up, lat0, lon0, h0, a, b;
+    if (!PyArg_ParseTuple(args, "dddddddd", &east, &north, &up, &lat0, &lon0, &h0, &a, &b))
+        return NULL;
+    if (!(a > 0.0 && b > 0.0 && b <= a)) {
+        PyErr_SetString(PyExc_ValueError, "the ellipsoid axes must satisfy 0 < b <= a (m)");
+        return NULL;
+    }
+    const double pi = 3.141592653589793;
+    double lat = lat0 * (pi / 180.0), lon = lon0 * (pi / 180.0);
+    /* geodetic2ecef of the datum */
+    double n_radius = a * a / hypot(a * cos(lat), b * sin(lat));
+    double x0 = (n_radius + h0) * cos(lat) * cos(lon);
+    double y0 = (n_radius + h0) * cos(lat) * sin(lon);
+    double z0 = (n_radius * ((b / a) * (b / a)) + h0) * sin(lat);
+    /* enu2uvw */
+    double t = cos(lat) * up - sin(lat) * north;
+    double w = sin(lat) * up + cos(lat) * north;
+    double u_axis = cos(lon) * t - sin(lon) * east;
+    double v_axis = sin(lon) * t + cos(lon) * east;
+    double x = x0 + u_axis, y = y0 + v_axis, z = z0 + w;
+    /* ecef2geodetic */
+    double r = sqrt(x * x + y * y + z * z);
+    double e = sqrt(a * a - b * b);
+    double u = sqrt(0.5 * (r * r - e * e) + 0.5 * hypot(r * r - e * e, 2.0 * e * z));
+    double hxy = hypot(x, y), hue = hypot(u, e);
+    double beta;
+    if (fabs(u) <= 1e-8 || fabs(hxy) <= 1e-8) { /* numpy.isclose(., 0) */
+        beta = fabs(z) <= 1e-8 ? 0.0 : (z > 0.0 ? pi / 2.0 : -pi / 2.0);
+    } else {
+        beta = atan(hue / u * z / hxy);
+        beta += ((b * u - a * hue + e * e) * sin(beta))
+                / (a * hue * 1.0 / cos(beta) - e * e * cos(beta));
+    }
+    double limit = pi / 2.0 - 2.220446049250313e-16;
+    double latitude = atan(a / b * tan(beta));
+    double cos_beta = cos(beta);
+    if (beta >= limit) latitude = pi / 2.0, cos_beta = 0.0;
+    if (beta <= -limit) latitude = -pi / 2.0, cos_beta = 0.0;
+    double longitude = atan2(y, x);
+    double height = hypot(z - b * sin(beta), hxy - a * cos_beta);
+    if (x * x / (a * a) + y * y / (a * a) + z * z / (b * b) < 1.0) height = -height;
+    return Py_BuildValue("(ddd)", latitude * (180.0 / pi), longitude * (180.0 / pi), height);
+}
+
+/* ---- sensors: the IMU reading (variational_sim/sensors/imu.py, ImuModel.sample) --------- */
+#define IMU_CONSTANTS_SIZE 17 /* w_ie (ENU), lever arm, mount rows, white gyro and accel */
+
+/* M^T v for a 3x3 matrix m given by its rows (imu.py _transpose_apply). */
+static void transpose_apply3(const double m[9], const double v[3], double out[3]) {
+    out[0] = m[0] * v[0] + m[3] * v[1] + m[6] * v[2];
+    out[1] = m[1] * v[0] + m[4] * v[1] + m[7] * v[2];
+    out[2] = m[2] * v[0] + m[5] * v[1] + m[8] * v[2];
+}
+
+/* imu.py _clip: clipped to [-limit, limit] like min(max(x, -limit), limit); 1 if any was. */
+static int clip3(double v[3], double limit) {
+    int clipped = 0;
+    for (int i = 0; i < 3; i++) {
+        if (-limit <= v[i] && v[i] <= limit) continue;
+        clipped = 1;
+    }
+    if (!clipped) return 0;
+    for (int i = 0; i < 3; i++) {
+        double x = v[i];
+        if (-limit > x) x = -limit;
+        if (limit < x) x = limit;
+        v[i] = x;
+    }
+    return 1;
+}
+
+static PyObject *imu_reading(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *constants_object, *rows_object, *omega_object, *alpha_object,
+        *acceleration_object, *gravity_object, *velocity_object, *normals_object,
+        *gyro_bias_object, *accel_bias_object, *spike_object;
+    double gyro_range, accel_range;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOdd", &constants_object, &rows_object,
+                          &omega_object, &alpha_object, &acceleration_object, &gravity_object,
+                          &velocity_object, &normals_object, &gyro_bias_object,
+                          &accel_bias_object, &spike_object, &gyro_range, &accel_range))
+        return NULL;
+    double constants[IMU_CONSTANTS_SIZE], rows[9], omega[3], alpha[3], acceleration[3],
+        gravity[3], velocity[3], normals[6], gyro_bias[3], accel_bias[3], spike[6];
+    if (read_doubles(constants_object, IMU_CONSTANTS_SIZE, "constants", constants) < 0
+        || read_rows(rows_object, "rotation", rows) < 0
+        || read_doubles(omega_object, 3, "angular_velocity_body", omega) < 0
+        || read_doubles(alpha_object, 3, "angular_acceleration_body", alpha) < 0
+        || read_doubles(acceleration_object, 3, "acceleration_enu", acceleration) < 0
+        || read_doubles(gravity_object, 3, "gravity_enu", gravity) < 0
+        || (velocity_object != Py_None
+            && read_doubles(velocity_object, 3, "velocity_enu", velocity) < 0)
+        || read_doubles(normals_object, 6, "normals", normals) < 0
+        || read_doubles(gyro_bias_object, 3, "gyro_bias", gyro_bias) < 0
+        || read_doubles(accel_bias_object, 3, "accel_bias", accel_bias) < 0
+        || (spike_object != Py_None && read_doubles(spike_object, 6, "spike", spike) < 0))
+        return NULL;
+    const double *earth = constants, *lever = constants + 3, *mount = constants + 6;
+    double gyro_white = constants[15], accel_white = constants[16];
+    double force_enu[3] = {acceleration[0] - gravity[0], acceleration[1] - gravity[1],
+                           acceleration[2] - gravity[2]}; /* gravitation is not felt */
+    if (velocity_object != Py_None) {
+        double coriolis[3];
+        cross3(earth, velocity, coriolis);
+        for (int i = 0; i < 3; i++) force_enu[i] = force_enu[i] + 2.0 * coriolis[i];
+    }
+    double force[3], tangential[3], inner[3], centripetal[3], earth_body[3], rate[3], total[3];
+    double gyro[3], accel[3];
+    transpose_apply3(rows, force_enu, force);
+    cross3(alpha, lever, tangential);
+    cross3(omega, lever, inner);
+    cross3(omega, inner, centripetal);
+    transpose_apply3(rows, earth, earth_body);
+    for (int i = 0; i < 3; i++) {
+        rate[i] = omega[i] + earth_body[i];
+        total[i] = force[i] + tangential[i] + centripetal[i];
+    }
+    transpose_apply3(mount, rate, gyro);
+    transpose_apply3(mount, total, accel);
+    for (int i = 0; i < 3; i++) {
+        gyro[i] = gyro[i] - gyro_bias[i] + gyro_white * normals[i];
+        accel[i] = accel[i] - accel_bias[i] + accel_white * normals[3 + i];
+    }
+    if (spike_object != Py_None) {
+        for (int i = 0; i < 3; i++) {
+            gyro[i] = gyro[i] + spike[i];
+            accel[i] = accel[i] + spike[3 + i];
+        }
+    }
+    int gyro_clipped = clip3(gyro, gyro_range), accel_clipped = clip3(accel, accel_range);
+    return Py_BuildValue("((ddd)(ddd)O)", gyro[0], gyro[1], gyro[2], accel[0], accel[1],
+                         accel[2], (gyro_clipped || accel_clipped) ? Py_True : Py_False);
+}
+
+/* Buffer of count 6x6 matrices (C order) and the count; released by the caller. */
+static int get_adjoints(PyObject *object, Py_buffer *view, Py_ssize_t *count) {
+    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError,
+                        "adjoints must be a C-contiguous float64 array of 6 x 6 matrices");
+        return -1;
+    }
+    Py_ssize_t size = (Py_ssize_t)(36 * sizeof(double));
+    if (view->format == NULL || strcmp(view->format, "d") != 0 || view->len % size != 0) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError,
+                        "adjoints must be a C-contiguous float64 array of 6 x 6 matrices");
+        return -1;
+    }
+    *count = view->len / size;
+    return 0;
+}
+
+/* MultirotorPlant wings: each link's twist Ad_k V (out: count x 6) from the body's V. */
+static PyObject *adjoints_apply(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *adjoints_object, *twist_object, *out_object;
+    if (!PyArg_ParseTuple(args, "OOO", &adjoints_object, &twist_object, &out_object))
+        return NULL;
+    double twist[6];
+    Py_buffer adjoints, out;
+    Py_ssize_t count;
+    if (read_doubles(twist_object, 6, "twist", twist) < 0
+        || get_adjoints(adjoints_object, &adjoints, &count) < 0)
+        return NULL;
+    if (get_output(out_object, 6 * count, "out", &out) < 0) {
+        PyBuffer_Release(&adjoints);
+        return NULL;
+    }
+    const double *a = adjoints.buf;
+    double *result = out.buf;
+    for (Py_ssize_t k = 0; k < count; k++, a += 36) {
+        for (int i = 0; i < 6; i++) {
+            double sum = 0.0;
+            for (int j = 0; j < 6; j++) sum += a[6 * i + j] * twist[j];
+            result[6 * k + i] = sum;
+        }
+    }
+    PyBuffer_Release(&adjoints);
+    PyBuffer_Release(&out);
+    Py_RETURN_NONE;
+}
+
+/* MultirotorPlant wings: sum over links of Ad_k^T W_k (the link wrenches moved to O). */
+static PyObject *adjoints_transpose_sum(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *adjoints_object, *wrenches_object;
+    if (!PyArg_ParseTuple(args, "OO", &adjoints_object, &wrenches_object)) return NULL;
+    Py_buffer adjoints, wrenches;
+    Py_ssize_t count;
+    if (get_adjoints(adjoints_object, &adjoints, &count) < 0) return NULL;
+    if (PyObject_GetBuffer(wrenches_object, &wrenches, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(&adjoints);
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "wrenches must be a C-contiguous float64 array");
+        return NULL;
+    }
+    if (wrenches.format == NULL || strcmp(wrenches.format, "d") != 0
+        || wrenches.len != 6 * count * (Py_ssize_t)sizeof(double)) {
+        PyBuffer_Release(&adjoints);
+        PyBuffer_Release(&wrenches);
+        PyErr_Format(PyExc_ValueError,
+                     "wrenches must be a C-contiguous float64 %zd x 6 array (one per adjoint)",
+                     count);
+        return NULL;
+    }
+    const double *a = adjoints.buf, *w = wrenches.buf;
+    double total[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    for (Py_ssize_t k = 0; k < count; k++, a += 36, w += 6) {
+        for (int i = 0; i < 6; i++) {
+            double sum = 0.0;
+            for (int j = 0; j < 6; j++) sum += a[6 * j + i] * w[j];
+            total[i] += sum;
+        }
+    }
+    PyBuffer_Release(&adjoints);
+    PyBuffer_Release(&wrenches);
+    return float_sequence(total, 6, 0);
+}
+
 #define DQVI_RESULT_DOC \
     "Returns (code, iterations, jacobians, residual, target_norm, rate_step, lapack_info, " \
     "rho_squared); code 0 solved, 1 iteration limit, 2 singular Jacobian, 3 no descent."
@@ -881,6 +1348,37 @@ static PyMethodDef methods[] = {
      "1 midpoint; variational_sim.integrators.qvi_*) into out = (attitude 4, position 3, "
      "velocity 3, rate 3, interval attitude 4, momentum 6). Returns (code, "
      "iterations): code 0 solved, 1 no convergence, 2 singular Jacobian."},
+    {"plant_wrench", plant_wrench, METH_VARARGS,
+     "plant_wrench(allocation, rotor_speeds, twist, drag, rows, wind): rotor and drag body "
+     "wrench (m, f) of variational_sim.vehicle_sim.plant.MultirotorPlant as a list of 6 "
+     "(allocation: K^T, rotors x 6); drag "
+     "None or (linear 6, quadratic 6), wind None or 3 (ENU, with the rotation rows)."},
+    {"plant_advance", plant_advance, METH_VARARGS,
+     "plant_advance(constants, h, held, twist, rows, position, pose, momentum, work, impulse): "
+     "the plant's bookkeeping after an integrator step (MultirotorPlant.step). Returns "
+     "(twist, (rows, position), work, impulse) at the new node."},
+    {"plant_accelerations", plant_accelerations, METH_VARARGS,
+     "plant_accelerations(constants, rows, held, twist, momentum): body angular acceleration "
+     "and ENU acceleration of O in flight (MultirotorPlant.accelerations), two 3-tuples."},
+    {"enu_to_geodetic", enu_to_geodetic, METH_VARARGS,
+     "enu_to_geodetic(east, north, up, latitude0, longitude0, height0, a, b): (latitude deg, "
+     "longitude deg, height m) of an ENU point (m) about a datum (deg, deg, m) on the "
+     "ellipsoid of axes a >= b (m), as pymap3d.enu2geodetic (variational_sim.sensors.gnss)."},
+    {"imu_reading", imu_reading, METH_VARARGS,
+     "imu_reading(constants, rotation, angular_velocity_body, angular_acceleration_body, "
+     "acceleration_enu, gravity_enu, velocity_enu, normals, gyro_bias, accel_bias, spike, "
+     "gyro_range, accel_range): the IMU reading of variational_sim.sensors.imu.ImuModel.sample "
+     "(constants: w_ie, lever, mount rows, white gyro and accel sigmas; normals: white gyro "
+     "and accel; velocity_enu and spike may be None) as (gyro, accel, clipped)."},
+    {"adjoints_apply", adjoints_apply, METH_VARARGS,
+     "adjoints_apply(adjoints, twist, out): out[k] = adjoints[k] @ twist for a C-contiguous "
+     "(count, 6, 6) float64 array (MultirotorPlant's wing links)."},
+    {"adjoints_transpose_sum", adjoints_transpose_sum, METH_VARARGS,
+     "adjoints_transpose_sum(adjoints, wrenches): the sum over k of adjoints[k].T @ "
+     "wrenches[k] as a list of 6 (MultirotorPlant's wing wrenches moved to O)."},
+    {"lag_step", lag_step, METH_VARARGS,
+     "lag_step(values, targets, decay): one exact first-order lag step c + (s - c) a per "
+     "element (variational_sim.vehicle_sim.motors.RotorMotors.step), as a list."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
-from scipy.linalg.lapack import dgesv, dgetrs
 
 from mav_geometry.arrays import FloatVector
 from mav_geometry.kernels import load_kernels
@@ -261,6 +260,10 @@ class DQVI:
         the solution sits at a fold of ``G`` (singular Jacobian at the root), where
         Newton converges only linearly and a frozen Jacobian stalls.
         """
+        # Here, not at the top: scipy.linalg (~0.5 s to import) serves only this reference
+        # solve, which the compiled step replaces (start-up time).
+        from scipy.linalg.lapack import dgesv, dgetrs
+
         c0, c1, c2, c3, c4, c5 = target
         guess = [m0 * c0 + m1 * c1 + m2 * c2 + m3 * c3 + m4 * c4 + m5 * c5
                  for m0, m1, m2, m3, m4, m5 in self._inverse_rows]

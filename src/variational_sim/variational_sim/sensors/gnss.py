@@ -25,6 +25,7 @@ import pymap3d
 from numpy.typing import ArrayLike, NDArray
 
 from mav_geometry import scalar
+from mav_geometry.kernels import load_kernels
 from variational_sim.sensors._validation import (
     require_finite_vector,
     require_in_range,
@@ -35,6 +36,8 @@ from variational_sim.sensors.base import Fault, Output, Sensor, SensorTruth, sta
 from variational_sim.sensors.noise import StandardNormalStream, gauss_markov_coefficients
 
 Datum = tuple[float, float, float]
+_kernels = load_kernels("variational_sim.integrators._kernels")
+_WGS84 = pymap3d.Ellipsoid.from_name("wgs84")
 # sensor_msgs/NavSatStatus and NavSatFix constants (fill writes plain numbers).
 STATUS_NO_FIX, STATUS_FIX, SERVICE_GPS, COVARIANCE_TYPE_DIAGONAL_KNOWN = -1, 0, 1, 2
 
@@ -43,6 +46,9 @@ def enu_to_geodetic(position_enu: ArrayLike, datum: Datum) -> tuple[float, float
     """(latitude deg, longitude deg, ellipsoidal height m) of an ENU point (m) about ``datum``
     (latitude deg, longitude deg, ellipsoidal height m), WGS-84."""
     east, north, up = np.asarray(position_enu, dtype=float).tolist()
+    if _kernels is not None:  # the same arithmetic without numpy's per-call cost (~0.5 ms)
+        return _kernels.enu_to_geodetic(  # type: ignore[no-any-return]
+            east, north, up, *datum, _WGS84.semimajor_axis, _WGS84.semiminor_axis)
     latitude, longitude, height = pymap3d.enu2geodetic(east, north, up, *datum)
     return float(latitude), float(longitude), float(height)
 

@@ -31,6 +31,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from mav_geometry import scalar
 from mav_geometry.arrays import FloatVector
+from mav_geometry.kernels import load_kernels
 from variational_sim.sensors._validation import (
     require_finite_vector,
     require_in_range,
@@ -40,6 +41,8 @@ from variational_sim.sensors._validation import (
 )
 from variational_sim.sensors.base import Output, Sensor, SensorTruth, stamp
 from variational_sim.sensors.noise import StandardNormalStream, gauss_markov_coefficients
+
+_kernels = load_kernels("variational_sim.integrators._kernels")
 
 EARTH_RATE_RAD_S = 7.292115e-5
 """WGS-84 rotation rate of the Earth about its polar axis (rad/s)."""
@@ -272,11 +275,20 @@ class ImuModel(Sensor):
         self._mount_rows = scalar.to_matrix(config.mount_rotation_xyzw)
         lever_x, lever_y, lever_z = config.mount_position_m  # 3 numbers (ImuConfig checks)
         self._lever: Vector3 = (float(lever_x), float(lever_y), float(lever_z))
+        self._kernel_constants: tuple[float, ...] = ()
         self._normals = StandardNormalStream(rng, self._NORMALS_PER_SAMPLE)
         self._spike: tuple[Vector3, Vector3] | None = None
         self._ranges = (config.gyro_range, config.accel_range)
         self._covariance_stale = True
+        self._pack_kernel_constants()
         self.reset()
+
+    def _pack_kernel_constants(self) -> None:
+        """The constants of the compiled reading, in its layout: w_ie (ENU), lever arm,
+        mount rows, white gyro and accelerometer sigmas."""
+        self._kernel_constants = (*self._earth_rate, *self._lever,
+                                  *(value for row in self._mount_rows for value in row),
+                                  self._gyro_white, self._accel_white)
 
     def set_error_model(self, config: ImuConfig) -> None:
         """Noise densities, bias walks and instabilities, correlation time and ranges of
@@ -293,6 +305,7 @@ class ImuModel(Sensor):
         sqrt_rate = math.sqrt(config.rate_hz)
         self._gyro_white = config.gyro_noise_density * sqrt_rate
         self._accel_white = config.accel_noise_density * sqrt_rate
+        self._pack_kernel_constants()
         self._gyro_bias.tune(config.gyro_turn_on_sigma, config.gyro_bias_instability,
                              config.gyro_bias_walk, interval, config.bias_correlation_time_s)
         self._accel_bias.tune(config.accel_turn_on_sigma, config.accel_bias_instability,
@@ -391,7 +404,19 @@ class ImuModel(Sensor):
         ``velocity_enu`` (m/s), optional: adds the Coriolis term ``2 w_ie x v``.
         ``time_s`` (s) is stored in the sample.
         Inputs are trusted simulator truth: they are not validated here (hot path).
+        The reading is computed in ``integrators/_kernels.c`` when built (the code below is
+        its reference; the biases and normals are drawn here either way).
         """
+        if _kernels is not None:
+            n = self._normals.next_row()
+            spike = self._spike
+            self._spike = None
+            gyro, accel, clipped = _kernels.imu_reading(
+                self._kernel_constants, rotation, angular_velocity_body,
+                angular_acceleration_body, acceleration_enu, gravity_enu, velocity_enu, n[:6],
+                self._gyro_bias.advance(n, 6), self._accel_bias.advance(n, 12),
+                None if spike is None else (*spike[0], *spike[1]), *self._ranges)
+            return ImuSample(np.array(gyro), np.array(accel), clipped, time_s)
         rows = _rows(rotation)
         wx, wy, wz = omega = _components(angular_velocity_body)
         ae, an, au = _components(acceleration_enu)

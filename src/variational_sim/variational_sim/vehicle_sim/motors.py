@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from types import ModuleType
 
 from mav_dynamics.vehicle import Vehicle
+from mav_geometry.kernels import load_kernels
+
+_kernels = load_kernels("variational_sim.integrators._kernels")
 
 
 class RotorMotors:
@@ -30,6 +34,8 @@ class RotorMotors:
         self.time_constants = tuple(r.time_constant for r in vehicle.rotors)
         self._decay = tuple(math.exp(-step_size / tau) for tau in self.time_constants)
         self.count = len(vehicle.rotors)
+        self.kernels: ModuleType | None = _kernels
+        """The compiled lag step (``integrators/_kernels.c``), or None for the Python one."""
         self.reset()
 
     def reset(self) -> None:
@@ -73,6 +79,9 @@ class RotorMotors:
         failed motor's command is 0."""
         commands = self.commands if self._healthy else [
             0.0 if dead else c for c, dead in zip(self.commands, self.failed, strict=True)]
+        if self.kernels is not None:
+            self.speeds = self.kernels.lag_step(self.speeds, commands, self._decay)
+            return
         self.speeds = [c + (s - c) * a for s, c, a in
                        zip(self.speeds, commands, self._decay, strict=True)]
 

@@ -25,12 +25,19 @@ non-gravity wrench (trapezoidal power ``W . xi`` at both nodes of a step, ``xi``
 ground-relative twist, so the wind's work on the drag and wings is counted) and world
 momentum error ``(L_W, p_W) - initial - impulse`` of applied wrench plus gravity
 (trapezoidal, about the world origin).
+
+Cost: the rotor and drag wrench, the bookkeeping after the integrator (twist, node,
+balances) and the flight accelerations run in ``integrators/_kernels.c`` (``plant_wrench``,
+``plant_advance``, ``plant_accelerations``) when it is built, and the wings reuse their
+links' adjoints while the tilts hold; the Python methods here are the reference
+(``MAV_KERNELS=reference``), equal to round-off.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from types import ModuleType
 
 import numpy as np
 
@@ -38,6 +45,7 @@ from mav_dynamics.allocation import allocation_matrix
 from mav_dynamics.model import TreeModel
 from mav_dynamics.vehicle import Vehicle
 from mav_geometry.arrays import FloatArray
+from mav_geometry.kernels import load_kernels
 from mav_geometry.nilpotent import DUAL
 from mav_geometry.scalar import Vector3, cross, to_matrix, unpack_translation
 from variational_sim.integrators.adaptive import ScipyAdaptive
@@ -52,6 +60,8 @@ STANDARD_GRAVITY = 9.80665
 
 INTEGRATORS = {"dqvi": DQVI, "rk4": RK4, "rkmk4": RKMK4, "dop853": ScipyAdaptive}
 """Selectable rigid-body integrators by name."""
+
+_kernels = load_kernels("variational_sim.integrators._kernels")
 
 
 def locked_rigid_body(model: TreeModel, gravity: float) -> RigidBody:
@@ -128,6 +138,8 @@ class AllocationMatrix:
             self._tilted = self._owner >= 0
         self._key: tuple[float, ...] | None = None
         self._matrix = np.zeros((6, model.rotor_count))
+        self._columns_of: FloatArray | None = None
+        self._columns = self._matrix
 
     def __call__(self, tilt_angles: Sequence[float] = ()) -> FloatArray:
         """``K`` at the tilt angles (rad, order of ``vehicle.tilting_links``)."""
@@ -138,6 +150,15 @@ class AllocationMatrix:
             self._matrix = self._evaluate(np.array(key))
             self._key = key
         return self._matrix
+
+    def columns(self, tilt_angles: Sequence[float] = ()) -> FloatArray:
+        """``K^T`` as a C-contiguous (rotors x 6) array, the layout of the compiled wrench;
+        cached with ``K`` (a copy: ``K`` keeps the layout its products were rounded with)."""
+        matrix = self(tilt_angles)
+        if matrix is not self._columns_of:
+            self._columns = np.ascontiguousarray(matrix.T)
+            self._columns_of = matrix
+        return self._columns
 
     def _evaluate(self, tilts: FloatArray) -> FloatArray:
         if not self._separable:
@@ -178,6 +199,18 @@ class MultirotorPlant:
         self._drag = (tuple(drag.linear.tolist()), tuple(drag.quadratic.tolist())) if (
             np.any(drag.linear) or np.any(drag.quadratic)) else None
         self._wings = self.model.wings  # (TreeModel body index, WingModel)
+        self._wing_key: tuple[float, ...] | None = None
+        self._wing_adjoints = np.zeros((len(self._wings), 6, 6))
+        self._wing_twists = np.zeros((len(self._wings), 6))
+        self._wing_wrenches = np.zeros((len(self._wings), 6))
+        self.kernels: ModuleType | None = _kernels
+        """The compiled wrench and step bookkeeping (``integrators/_kernels.c``), or None to
+        run the Python reference below."""
+        # the layouts plant_wrench and plant_advance read
+        self._drag_coefficients = None if self._drag is None else np.array(
+            self._drag[0] + self._drag[1])
+        self._constants = np.concatenate([self._inverse_inertia.ravel(), (self.weight,),
+                                          self._com, (float(self._com_offset),)])
         self.allocation = AllocationMatrix(self.model)
         self._wind: Vector3 | None = None  # None: still air (the zero-wind fast path)
         self._node: tuple[Matrix3, Vector3]
@@ -318,6 +351,9 @@ class MultirotorPlant:
         """
         if self.landed:
             return (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)
+        if self.kernels is not None:
+            return self.kernels.plant_accelerations(  # type: ignore[no-any-return]
+                self._constants, self._node[0], self._held, self._twist, self.state.momentum)
         rows = self._node[0]
         held = self._held
         omega, velocity = self._twist[:3], self._twist[3:]
@@ -340,25 +376,37 @@ class MultirotorPlant:
                        tilt_angles: Sequence[float] = ()) -> list[float]:
         """Rotor + drag + wing wrench ``(m, f)`` about O (N m, N, body) at the current twist
         relative to the air."""
-        squared = np.array([w * abs(w) for w in rotor_speeds])
-        wrench: list[float] = (self.allocation(tilt_angles) @ squared).tolist()
-        if self._drag is None and not self._wings:
-            return wrench
-        air = self._twist if self._wind is None else self.air_twist()
-        if self._drag is not None:
-            linear, quadratic = self._drag
-            wrench = [w - a * x - b * abs(x) * x for w, a, b, x in
-                      zip(wrench, linear, quadratic, air, strict=True)]
+        if self.kernels is None:
+            wrench = self._rotor_and_drag_wrench(rotor_speeds, tilt_angles)
+        else:
+            wrench = self.kernels.plant_wrench(
+                self.allocation.columns(tilt_angles), rotor_speeds, self._twist,
+                self._drag_coefficients, self._node[0], self._wind)
         if self._wings:
+            air = self._twist if self._wind is None else self.air_twist()
             wrench = [w + a for w, a in
                       zip(wrench, self._wing_wrench(tilt_angles, air), strict=True)]
         return wrench
+
+    def _rotor_and_drag_wrench(self, rotor_speeds: Sequence[float],
+                               tilt_angles: Sequence[float]) -> list[float]:
+        """Rotor + drag part of ``applied_wrench`` (the reference of ``plant_wrench``)."""
+        squared = np.array([w * abs(w) for w in rotor_speeds])
+        wrench: list[float] = (self.allocation(tilt_angles) @ squared).tolist()
+        if self._drag is None:
+            return wrench
+        air = self._twist if self._wind is None else self.air_twist()
+        linear, quadratic = self._drag
+        return [w - a * x - b * abs(x) * x for w, a, b, x in
+                zip(wrench, linear, quadratic, air, strict=True)]
 
     def _wing_wrench(self, tilt_angles: Sequence[float],
                      air_twist: Sequence[float]) -> list[float]:
         """Sum of the wing wrenches moved to O at the body's air-relative twist (a uniform
         wind is a pure translation, so every link's air twist follows by the same
         kinematics)."""
+        if self.kernels is not None:
+            return self._wing_wrench_at_held_tilts(tilt_angles, air_twist)
         model = self.model
         zero = np.zeros(model.body_count)
         angles = model.joint_vectors(None, np.array(tilt_angles) if tilt_angles else None)
@@ -367,6 +415,29 @@ class MultirotorPlant:
         for index, wing in self._wings:
             total += adjoints[index].T @ wing.wrench_link_frame(twists[index])
         result: list[float] = total.tolist()
+        return result
+
+    def _wing_wrench_at_held_tilts(self, tilt_angles: Sequence[float],
+                                   air_twist: Sequence[float]) -> list[float]:
+        """``_wing_wrench`` with the links' adjoints ``Ad_{T^k_b}`` kept while the tilts are
+        unchanged: with the joints at rest a link's twist is ``Ad_{T^k_b}`` times the body's,
+        so the kinematics pass (hundreds of us) runs only when a tilt moves; the twists
+        differ from that pass's chained products by round-off."""
+        assert self.kernels is not None
+        key = tuple(tilt_angles)
+        if key != self._wing_key:
+            model = self.model
+            zero = np.zeros(model.body_count)
+            angles = model.joint_vectors(None, np.array(key) if key else None)
+            adjoints = model.kinematics(np.zeros(6), angles, zero, zero)[0]
+            self._wing_adjoints = np.ascontiguousarray(
+                adjoints[[index for index, _ in self._wings]])
+            self._wing_key = key
+        twists, wrenches = self._wing_twists, self._wing_wrenches
+        self.kernels.adjoints_apply(self._wing_adjoints, air_twist, twists)
+        for k, (_, wing) in enumerate(self._wings):
+            wrenches[k] = wing.wrench_link_frame(twists[k])
+        result: list[float] = self.kernels.adjoints_transpose_sum(self._wing_adjoints, wrenches)
         return result
 
     def rotor_frames(self, tilt_angles: Sequence[float] = ()) -> tuple[FloatArray, FloatArray]:
@@ -422,6 +493,21 @@ class MultirotorPlant:
                 return
             self.landed = False
         new = self.integrator.step(state, held)
+        if self.kernels is None:
+            self._advance(new, held)
+        else:
+            self._twist, self._node, self._work, self._impulse = self.kernels.plant_advance(
+                self._constants, h, held, self._twist, *self._node, new.pose, new.momentum,
+                self._work, self._impulse)
+            self.state = new
+        position = self._node[1]
+        if position[2] < self.ground_height and self.velocity_enu[2] < 0.0:
+            self._touch_down(position)
+
+    def _advance(self, new: RigidBodyState, held: list[float]) -> None:
+        """Take the integrator's new state with the balances of the step under ``held``
+        (the reference of ``plant_advance``)."""
+        h = self.step_size
         twist = self._body_twist(new.momentum)
         power = sum([w * (a + b) for w, a, b in zip(held, self._twist, twist, strict=True)])
         self._work += 0.5 * h * power
@@ -432,9 +518,6 @@ class MultirotorPlant:
         end = self._world_wrench(*self._node, held)
         self._impulse = [i + 0.5 * h * (a + b) for i, a, b in
                          zip(self._impulse, start, end, strict=True)]
-        position = self._node[1]
-        if position[2] < self.ground_height and self.velocity_enu[2] < 0.0:
-            self._touch_down(position)
 
     def _touch_down(self, position: Sequence[float]) -> None:
         """Inelastic contact: stop on the ground plane, attitude kept (re-levelling it here

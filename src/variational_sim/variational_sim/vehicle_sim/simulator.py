@@ -264,6 +264,7 @@ class VehicleSimulator:
              math.ceil(sensor.latency_s / self.step_size - 1e-9), deque())
             for name, sensor in self.sensors.items()]
         self.steps = 0
+        self._next_due: float = 0  # no reading falls due before this step
         self.rejected_commands: Counter[str] = Counter()
         self.clamped_commands = 0
         self._max_newton = 0
@@ -339,19 +340,30 @@ class VehicleSimulator:
         self.motors.step()
         if self.tilt_count:
             self.servos.step()
-        self._max_newton = max(self._max_newton, plant.newton_iterations)
+        iterations = plant.newton_iterations
+        if iterations > self._max_newton:
+            self._max_newton = iterations
         self.steps += 1
         steps = self.steps
+        if steps < self._next_due:
+            return StepOutput(self.time_s, ())
         due: list[tuple[Sensor, Any]] = []
+        next_due = math.inf
         for sensor, every, delay, pending in self._schedule:
             if steps % every == 0:
                 reading = sensor.measure(self._truth)
-                if not delay:
+                if delay:
+                    pending.append((steps + delay, reading))
+                else:
                     due.append((sensor, reading))
-                    continue
-                pending.append((steps + delay, reading))
             while pending and pending[0][0] <= steps:
                 due.append((sensor, pending.popleft()[1]))
+            next_sample = steps - steps % every + every
+            if next_sample < next_due:
+                next_due = next_sample
+            if pending and pending[0][0] < next_due:
+                next_due = pending[0][0]
+        self._next_due = next_due
         return StepOutput(self.time_s, tuple(due))
 
     def _apply_motor_changes(self) -> None:
@@ -364,13 +376,19 @@ class VehicleSimulator:
 
     def _blow(self) -> None:
         """The scenario's wind at the vehicle, held over the next step."""
-        assert self._wind is not None
+        wind = self._wind
+        assert wind is not None
         plant = self.plant
-        vx, vy, vz = plant.velocity_enu
-        wx, wy, wz = plant.wind_enu
-        airspeed = math.sqrt((vx - wx) ** 2 + (vy - wy) ** 2 + (vz - wz) ** 2)
-        plant.set_wind(self._wind.velocity(self.time_s, self._truth.height_above_ground_m,
-                                           airspeed))
+        time_s = self.time_s
+        if wind.refreshes_at(time_s):
+            vx, vy, vz = plant.velocity_enu
+            wx, wy, wz = plant.wind_enu
+            airspeed = math.sqrt((vx - wx) ** 2 + (vy - wy) ** 2 + (vz - wz) ** 2)
+            velocity = wind.velocity(time_s, self._truth.height_above_ground_m, airspeed)
+        else:  # between refreshes the field reads neither height nor airspeed
+            velocity = wind.velocity(time_s, math.nan, math.nan)
+        if velocity != plant.wind_enu:  # an equal wind would leave the plant as it is
+            plant.set_wind(velocity)
 
     @property
     def wind_enu(self) -> Vector3:

@@ -309,6 +309,11 @@ class WindField:
                 z += shape * az
         return (x, y, z)
 
+    def refreshes_at(self, time_s: float) -> bool:
+        """Whether ``velocity`` at ``time_s`` (s) refreshes the turbulence: the only calls
+        that read the height and airspeed (the others may pass NaN)."""
+        return time_s >= self._next_update
+
     def velocity(self, time_s: float, height_above_ground_m: float,
                  airspeed_mps: float) -> Vector3:
         """Air velocity (m/s, ENU) at the vehicle at ``time_s`` (s, increasing from call to
