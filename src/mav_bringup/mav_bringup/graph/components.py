@@ -76,7 +76,11 @@ def load_graph(path: Path) -> list[Component]:
         if ":" not in component.plugin:
             raise ValueError(f"graph file {path}: plugin of {shown(component.name)} must be "
                              f"'module:Class', got {shown(component.plugin)}")
-        if not component.parameters.is_file():
+        try:
+            found = component.parameters.is_file()
+        except OSError:  # a name no file system holds (too long): not found either
+            found = False
+        if not found:
             raise ValueError(f"graph file {path}: parameter file of {shown(component.name)} "
                              f"not found: {shown(str(component.parameters))}")
     return components
