@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 import warnings
 
 import numpy as np
@@ -63,7 +64,19 @@ def test_one_step_agrees_with_the_reference(mass, inertia, com, axis, position, 
     compiled, reference = pair(body, h)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CouplingLimitWarning)
-        ours, expected = compiled.step(state, held), reference.step(state, held)
+        try:
+            expected = reference.step(state, held)
+        except NoSolutionError as error:
+            failure = str(error).split(":")[0]
+        else:
+            failure = ""
+        if failure:
+            # A few states near h |omega| = 1 have no solution the line search reaches
+            # (about 1 in 600 draws): the compiled step must fail the same way.
+            with pytest.raises(NoSolutionError, match=re.escape(failure)):
+                compiled.step(state, held)
+            return
+        ours = compiled.step(state, held)
     assert ours.time == expected.time
     assert relative(ours.pose, expected.pose) < 1e-13
     assert relative(ours.momentum, expected.momentum) < 1e-12
