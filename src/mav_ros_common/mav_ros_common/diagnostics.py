@@ -22,9 +22,8 @@ from rclpy.node import Node
 from rclpy.publisher import Publisher
 
 from mav_ros_common.qos import RELIABLE_10
+from mav_ros_common.topic_names import DIAGNOSTICS_TOPIC as DIAGNOSTICS_TOPIC
 
-DIAGNOSTICS_TOPIC = "/diagnostics"
-"""The topic every node reports on (absolute: one aggregated stream, as ROS tools expect)."""
 OK: bytes = DiagnosticStatus.OK
 WARN: bytes = DiagnosticStatus.WARN
 ERROR: bytes = DiagnosticStatus.ERROR

@@ -1100,6 +1100,266 @@ static PyObject *py_conventional_inject(PyObject *self, PyObject *const *args,
     return Py_BuildValue("(NNN)", qt, vt, pt);
 }
 
+/* ----- trident_ekf.core.measurements.gnss and trident_ekf.core.divergence ------------ */
+
+static void set_skew3(double out[3][3], const double a[3]) {
+    out[0][0] = 0.0;
+    out[0][1] = -a[2];
+    out[0][2] = a[1];
+    out[1][0] = a[2];
+    out[1][1] = 0.0;
+    out[1][2] = -a[0];
+    out[2][0] = -a[1];
+    out[2][1] = a[0];
+    out[2][2] = 0.0;
+}
+
+static void product3(const double a[3][3], const double b[3][3], double out[3][3]) {
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) {
+            out[i][j] = a[i][0] * b[0][j] + a[i][1] * b[1][j] + a[i][2] * b[2][j];
+        }
+    }
+}
+
+/* gnss.antenna_terms, antenna_velocity and both GNSS models' Jacobian blocks, as 5 x 3 x 3:
+ * C (body->ECEF), C [l x] (position, on the attitude), C [(w x l) x] - C [l x] [e x]
+ * (velocity, on the attitude), -C [l x] (velocity, on the gyro bias), then the rows
+ * omega_eb = w - e, p + C l, v + C (omega_eb x l); e = C^T Omega_ie, l the lever arm. */
+static void gnss_antenna(const double q[4], const double v[3], const double p[3],
+                         const double w[3], const double lever[3], double out[45]) {
+    double C[3][3], L[3][3], CL[3][3], A[3][3], CA[3][3], E[3][3], CLE[3][3];
+    double e[3], omega[3], arm[3];
+    to_matrix(q, C);
+    for (int i = 0; i < 3; i++) {
+        e[i] = C[2][i] * EARTH_RATE;
+        omega[i] = w[i] - e[i];
+    }
+    cross(omega, lever, arm);
+    set_skew3(L, lever);
+    set_skew3(A, arm);
+    set_skew3(E, e);
+    product3(C, L, CL);
+    product3(C, A, CA);
+    product3(CL, E, CLE);
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) {
+            out[i * 3 + j] = C[i][j];
+            out[9 + i * 3 + j] = CL[i][j];
+            out[18 + i * 3 + j] = CA[i][j] - CLE[i][j];
+            out[27 + i * 3 + j] = -CL[i][j];
+        }
+        out[36 + i] = omega[i];
+        out[39 + i] = p[i] + (C[i][0] * lever[0] + C[i][1] * lever[1] + C[i][2] * lever[2]);
+        out[42 + i] = v[i] + (C[i][0] * arm[0] + C[i][1] * arm[1] + C[i][2] * arm[2]);
+    }
+}
+
+PyDoc_STRVAR(gnss_antenna_doc,
+"gnss_antenna(q, v, p, omega, lever, out) -> None\n\n"
+"The GNSS antenna terms at the nominal state q (body->ECEF, scalar last), v (m/s), p (m)\n"
+"(float64 arrays) with the bias-corrected body rate omega (rad/s) and the lever arm\n"
+"(body, m) (3 floats each): writes out (5 x 3 x 3) = C, C [l x], C [(w x l) x] -\n"
+"C [l x] [e x], -C [l x], then the rows omega_eb = omega - C^T Omega_ie, the antenna\n"
+"position p + C l and velocity v + C (omega_eb x l) (trident_ekf.core.measurements.gnss).");
+
+static PyObject *py_gnss_antenna(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    double omega[3], lever[3];
+    if (check_nargs(nargs, 6, "gnss_antenna") != 0
+        || get_floats(args[3], omega, 3, "omega") != 0
+        || get_floats(args[4], lever, 3, "lever") != 0) {
+        return NULL;
+    }
+    BufferSpec specs[4] = {
+        {args[0], 4, 0, "q"}, {args[1], 3, 0, "v"}, {args[2], 3, 0, "p"},
+        {args[5], 45, 1, "out"},
+    };
+    Py_buffer views[4];
+    if (get_buffers(specs, 4, views) != 0) {
+        return NULL;
+    }
+    gnss_antenna(views[0].buf, views[1].buf, views[2].buf, omega, lever, views[3].buf);
+    release_all(views, 4);
+    Py_RETURN_NONE;
+}
+
+/* Conventional-covariance rows and columns fix_drift needs: velocity, then attitude and
+ * accelerometer bias (divergence._VEL, _ATT_AND_ACCEL_BIAS). */
+static const int DRIFT_INDEX[9] = {3, 4, 5, 0, 1, 2, 12, 13, 14};
+
+/* divergence.fix_record's drift blocks. The conventional covariance J P J^T on DRIFT_INDEX
+ * (9 x 9), with J = blkdiag(I, N, N, I, ...) (the filter's navigation_error_block N);
+ * U = [[f x] C, C] (f = -gravity at p); vv = Pc_vv, va = Pc_v,a U^T, aa = U Pc_a,a U^T;
+ * drift holds vv, va, aa (3 x 3 each, row-major). */
+static void fix_drift(const double *P, Py_ssize_t n, const double N[9], const double C[9],
+                      const double p[3], double drift[27]) {
+    double Pc[9][9];
+    for (int a = 0; a < 9; a++) {
+        for (int b = 0; b < 9; b++) {
+            Pc[a][b] = P[DRIFT_INDEX[a] * n + DRIFT_INDEX[b]];
+        }
+    }
+    /* Velocity rows, then columns: N P and P N^T. */
+    double rows[3][9];
+    for (int i = 0; i < 3; i++) {
+        for (int b = 0; b < 9; b++) {
+            rows[i][b] = N[i * 3] * Pc[0][b] + N[i * 3 + 1] * Pc[1][b] + N[i * 3 + 2] * Pc[2][b];
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        for (int b = 0; b < 9; b++) {
+            Pc[i][b] = rows[i][b];
+        }
+    }
+    for (int a = 0; a < 9; a++) {
+        double x = Pc[a][0], y = Pc[a][1], z = Pc[a][2];
+        for (int j = 0; j < 3; j++) {
+            Pc[a][j] = x * N[j * 3] + y * N[j * 3 + 1] + z * N[j * 3 + 2];
+        }
+    }
+    double g[3], U[3][6], UA[3][6], S[3][3];
+    gravity_xyz(p, g);
+    double force[3] = {-g[0], -g[1], -g[2]};
+    set_skew3(S, force);
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) {
+            U[i][j] = S[i][0] * C[j] + S[i][1] * C[3 + j] + S[i][2] * C[6 + j];
+            U[i][j + 3] = C[i * 3 + j];
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 6; j++) {
+            double sum = 0.0;
+            for (int k = 0; k < 6; k++) {
+                sum += U[i][k] * Pc[3 + k][3 + j];
+            }
+            UA[i][j] = sum;
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) {
+            double va = 0.0, aa = 0.0;
+            for (int k = 0; k < 6; k++) {
+                va += Pc[i][3 + k] * U[j][k];
+                aa += UA[i][k] * U[j][k];
+            }
+            drift[i * 3 + j] = Pc[i][j];
+            drift[9 + i * 3 + j] = va;
+            drift[18 + i * 3 + j] = aa;
+        }
+    }
+}
+
+PyDoc_STRVAR(fix_drift_doc,
+"fix_drift(P, N, C, p, drift) -> None\n\n"
+"The drift blocks of a GNSS fix record (trident_ekf.core.divergence.fix_record) from the\n"
+"filter's covariance P (n x n, 15 <= n <= MAX_STATES) with its conventional Jacobian\n"
+"blkdiag(I, N, N, I, ...) (N: navigation_error_block, 3 x 3), the rotation C body->ECEF\n"
+"(3 x 3) and the hover specific force -gravity(p) at the ECEF position p (m): writes\n"
+"drift (3 x 3 x 3) = (A_vv, A_va, A_aa).");
+
+static PyObject *py_fix_drift(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (check_nargs(nargs, 5, "fix_drift") != 0) {
+        return NULL;
+    }
+    Py_buffer P_view;
+    if (get_doubles(args[0], &P_view, -1, 0, "P") != 0) {
+        return NULL;
+    }
+    Py_ssize_t n = 0, size = P_view.len / 8;
+    while ((n + 1) * (n + 1) <= size) {
+        n++;
+    }
+    if (n * n != size || n < 15 || n > MAX_STATES) {
+        PyBuffer_Release(&P_view);
+        PyErr_Format(PyExc_ValueError, "P must be n x n with 15 <= n <= %d, got %zd elements",
+                     MAX_STATES, size);
+        return NULL;
+    }
+    BufferSpec specs[4] = {
+        {args[1], 9, 0, "N"}, {args[2], 9, 0, "C"}, {args[3], 3, 0, "p"},
+        {args[4], 27, 1, "drift"},
+    };
+    Py_buffer views[4];
+    if (get_buffers(specs, 4, views) != 0) {
+        PyBuffer_Release(&P_view);
+        return NULL;
+    }
+    fix_drift(P_view.buf, n, views[0].buf, views[1].buf, views[2].buf, views[3].buf);
+    PyBuffer_Release(&P_view);
+    release_all(views, 4);
+    Py_RETURN_NONE;
+}
+
+/* ----- trident_ekf.core.measurements.magnetometer ------------------------------------ */
+
+/* Inclination (rad, positive down) of a field in ENU axes (magnetometer._inclination). */
+static double inclination(const double f[3]) { return atan2(-f[2], hypot(f[0], f[1])); }
+
+/* The magnetometer's check and heading model in the local level frame: with A = axes
+ * (ENU -> ECEF), the sample s turned to ENU m = A^T C s and the model field e = A^T F,
+ * returns the heading residual (wrapped to [-pi, pi)), writes the inclinations of m and e
+ * (out) and the heading row (on the attitude error) of magnetometer.linearize. */
+static double magnetometer_level(const double q[4], const double axes[9], const double F[3],
+                                 const double s[3], double row[3], double out[2]) {
+    double C[3][3], AC[3][3], m[3], e[3];
+    to_matrix(q, C);
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) {
+            AC[i][j] = axes[i] * C[0][j] + axes[3 + i] * C[1][j] + axes[6 + i] * C[2][j];
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        m[i] = AC[i][0] * s[0] + AC[i][1] * s[1] + AC[i][2] * s[2];
+        e[i] = axes[i] * F[0] + axes[3 + i] * F[1] + axes[6 + i] * F[2];
+    }
+    double angle = atan2(e[1], e[0]) - atan2(m[1], m[0]);
+    double residual = fmod(angle + Py_MATH_PI, 2.0 * Py_MATH_PI);
+    if (residual < 0.0) {
+        residual += 2.0 * Py_MATH_PI; /* Python's % takes the divisor's sign */
+    }
+    residual -= Py_MATH_PI;
+    double h2 = e[0] * e[0] + e[1] * e[1];
+    double u[3] = {-e[2] * e[0] / h2, -e[2] * e[1] / h2, 1.0};
+    for (int j = 0; j < 3; j++) {
+        row[j] = u[0] * AC[0][j] + u[1] * AC[1][j] + u[2] * AC[2][j];
+    }
+    out[0] = inclination(m);
+    out[1] = inclination(e);
+    return residual;
+}
+
+PyDoc_STRVAR(magnetometer_level_doc,
+"magnetometer_level(q, axes, field, sample, row) -> (residual, measured, model)\n\n"
+"The magnetometer's disturbance check and heading model (trident_ekf.core.measurements.\n"
+"magnetometer) at the attitude q (body->ECEF, scalar last) with the local ENU->ECEF axes\n"
+"(3 x 3), the Earth field (ECEF, T) and the sample (body, T; hard-iron corrected): the\n"
+"heading residual (rad, in [-pi, pi)) and the inclinations (rad) of\n"
+"the levelled sample and of the field; writes the heading row on the attitude error (3).");
+
+static PyObject *py_magnetometer_level(PyObject *self, PyObject *const *args,
+                                       Py_ssize_t nargs) {
+    (void)self;
+    if (check_nargs(nargs, 5, "magnetometer_level") != 0) {
+        return NULL;
+    }
+    BufferSpec specs[5] = {
+        {args[0], 4, 0, "q"}, {args[1], 9, 0, "axes"}, {args[2], 3, 0, "field"},
+        {args[3], 3, 0, "sample"}, {args[4], 3, 1, "row"},
+    };
+    Py_buffer views[5];
+    if (get_buffers(specs, 5, views) != 0) {
+        return NULL;
+    }
+    double out[2];
+    double residual = magnetometer_level(views[0].buf, views[1].buf, views[2].buf,
+                                         views[3].buf, views[4].buf, out);
+    release_all(views, 5);
+    return Py_BuildValue("(ddd)", residual, out[0], out[1]);
+}
+
 static PyMethodDef methods[] = {
     {"trident_propagate", (PyCFunction)(void (*)(void))py_trident_propagate, METH_FASTCALL,
      trident_propagate_doc},
@@ -1118,6 +1378,11 @@ static PyMethodDef methods[] = {
     {"innovation", (PyCFunction)(void (*)(void))py_innovation, METH_FASTCALL, innovation_doc},
     {"joseph_update", (PyCFunction)(void (*)(void))py_joseph_update, METH_FASTCALL,
      joseph_update_doc},
+    {"gnss_antenna", (PyCFunction)(void (*)(void))py_gnss_antenna, METH_FASTCALL,
+     gnss_antenna_doc},
+    {"fix_drift", (PyCFunction)(void (*)(void))py_fix_drift, METH_FASTCALL, fix_drift_doc},
+    {"magnetometer_level", (PyCFunction)(void (*)(void))py_magnetometer_level, METH_FASTCALL,
+     magnetometer_level_doc},
     {NULL, NULL, 0, NULL},
 };
 

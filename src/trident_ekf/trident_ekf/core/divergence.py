@@ -50,23 +50,29 @@ measurement restores it with the rest of the state.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mav_geometry.arrays import FloatArray
+from mav_geometry.kernels import load_kernels
 from trident_ekf.core import chi_square
 from trident_ekf.core.earth import ecef_to_geodetic, gravity_xyz
 from trident_ekf.core.measurements.base import Measurement
-from trident_ekf.core.measurements.gnss import antenna_terms, antenna_velocity
+from trident_ekf.core.measurements.gnss import (
+    antenna_terms,
+    antenna_velocity,
+    compiled_antenna,
+)
 from trident_ekf.core.plausibility import fix_fault
 from trident_ekf.core.skew import skew
 
 if TYPE_CHECKING:
     from trident_ekf.core.filter import ErrorStateFilter
 
+_kernels = load_kernels("trident_ekf.core._kernels")  # None: the numpy reference
 ALARM_RUN = 2  # contradicted fixes in a row that make a persistent jump (one is an outlier)
 _VEL, _ATT_AND_ACCEL_BIAS = slice(3, 6), [0, 1, 2, 12, 13, 14]  # conventional error state
 
@@ -119,22 +125,42 @@ class FixRecord:
 def fix_record(filter_: ErrorStateFilter, m: Measurement, antenna: FloatArray,
                velocity: Measurement | None) -> FixRecord:
     """The record of fix ``m`` at the filter's current state (its time is the fix's)."""
-    C, v, p, lever, omega_eb = antenna_terms(filter_)
+    terms = compiled_antenna(filter_)
+    if terms is None or _kernels is None:
+        C, v, p, lever, omega_eb = antenna_terms(filter_)
+        drift = _drift(filter_, C, p)
+        velocity_now = antenna_velocity(C, v, lever, omega_eb)
+    else:  # two C calls (core/_kernels.c); _drift and antenna_terms are the reference
+        p, blocks = terms
+        C, velocity_now = blocks[0], blocks[4, 2]
+        drift_blocks = np.empty((3, 3, 3))
+        _kernels.fix_drift(filter_.covariance, filter_.navigation_error_block(C), C, p,
+                           drift_blocks)
+        drift = (drift_blocks[0], drift_blocks[1], drift_blocks[2])
+    shown = np.zeros(3) if velocity is None else velocity_now - velocity.value
+    return FixRecord(m.time, m.value, filter_.gnss.white_covariance(filter_, m.covariance),
+                     antenna, velocity, shown, drift, filter_.config.accel_noise)
+
+
+def _drift(filter_: ErrorStateFilter, C: FloatArray, p: FloatArray
+           ) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """``FixRecord.drift`` from the filter's covariance, C body->ECEF and the position p."""
     P = filter_.conventional_covariance()
     # The acceleration error is [f x] C phi + C db_a, with the specific force f taken as
     # hover's (minus gravity): a multirotor's stays near it in magnitude.
     force = -np.array(gravity_xyz(*(float(c) for c in p)))
     U = np.hstack([skew(force) @ C, C])
     rest = P[np.ix_(_ATT_AND_ACCEL_BIAS, _ATT_AND_ACCEL_BIAS)]
-    shown = (np.zeros(3) if velocity is None
-             else antenna_velocity(C, v, lever, omega_eb) - velocity.value)
-    drift = (P[_VEL, _VEL], P[_VEL, _ATT_AND_ACCEL_BIAS] @ U.T, U @ rest @ U.T)
-    return FixRecord(m.time, m.value, filter_.gnss.white_covariance(filter_, m.covariance),
-                     antenna, velocity, shown, drift, filter_.config.accel_noise)
+    return P[_VEL, _VEL], P[_VEL, _ATT_AND_ACCEL_BIAS] @ U.T, U @ rest @ U.T
 
 
-def _no_displacement() -> tuple[FloatArray, FloatArray]:
-    return np.zeros(3), np.zeros((3, 3))
+def _read_only(array: FloatArray) -> FloatArray:
+    array.flags.writeable = False
+    return array
+
+
+# Every new span's: shared (read-only) rather than two fresh arrays per accepted fix.
+_NO_DISPLACEMENT = (_read_only(np.zeros(3)), _read_only(np.zeros((3, 3))))
 
 
 @dataclass(frozen=True)
@@ -146,8 +172,7 @@ class Span:
 
     start: FixRecord
     links: int = 0
-    by_velocity: tuple[FloatArray, FloatArray] | None = field(
-        default_factory=_no_displacement)
+    by_velocity: tuple[FloatArray, FloatArray] | None = _NO_DISPLACEMENT
 
     def extended(self, previous: FixRecord, latest: FixRecord) -> Span:
         a, b = previous.velocity, latest.velocity

@@ -116,6 +116,9 @@ class LocalGeodetic:
     anchor's plus the displacement along its ellipsoid normal, off by at most
     radius^2 / (2 R) (0.2 mm for 50 m). The exact conversion costs about as much as a
     barometer update itself.
+
+    ``axes``: ``enu_to_ecef_rotation`` at the latitude and longitude of the latest call (the
+    anchor's), kept so that the models need not rebuild it at every update.
     """
 
     def __init__(self, radius_m: float = 50.0) -> None:
@@ -123,6 +126,7 @@ class LocalGeodetic:
         self._anchor: FloatArray | None = None
         self._geodetic = (0.0, 0.0, 0.0)
         self._up = np.zeros(3)
+        self.axes = np.eye(3)
 
     def __call__(self, position: ArrayLike) -> tuple[float, float, float]:
         """(latitude deg, longitude deg, ellipsoidal height m) of an ECEF point (m)."""
@@ -134,7 +138,8 @@ class LocalGeodetic:
                 return latitude, longitude, height + float(self._up @ offset)
         self._anchor = p.copy()
         self._geodetic = ecef_to_geodetic(p)
-        self._up = enu_to_ecef_rotation(*self._geodetic[:2])[:, 2]
+        self.axes = enu_to_ecef_rotation(*self._geodetic[:2])
+        self._up = self.axes[:, 2]
         return self._geodetic
 
 

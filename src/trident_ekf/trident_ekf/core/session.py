@@ -75,7 +75,9 @@ REJECTION_REASONS = (
 INPUTS = ("imu", "fix", "velocity")
 GNSS_SOURCES = (GnssPosition.name, GnssVelocity.name)
 _POSE_INDEX = np.ix_([6, 7, 8, 0, 1, 2], [6, 7, 8, 0, 1, 2])  # position, attitude
-_DIAGONAL_3 = np.arange(3)
+# Truth-minus-estimate signs of the pose covariance: the position error of S is p_hat - p.
+_POSE_SIGNS = np.block([[np.ones((3, 3)), -np.ones((3, 3))], [-np.ones((3, 3)), np.ones((3, 3))]])
+_RATE_DIAGONAL = (np.arange(3, 6), np.arange(3, 6))  # the angular rate's in a twist covariance
 _ATT_POS = np.ix_([0, 1, 2, 6, 7, 8], [0, 1, 2, 6, 7, 8])  # attitude, position
 _VELOCITY_AND_BIASES = np.ix_([3, 4, 5, *range(9, 15)], [3, 4, 5, *range(9, 15)])
 
@@ -202,6 +204,7 @@ class EstimationSession:
         self.input_clock = InputClock()  # stamp faults, clock changes, blackouts
         # Error-state rotation to ENU axes (estimate()); extra filter states stay as they are.
         self._to_enu = np.eye(filter_.covariance.shape[0])
+        self._to_enu_datum: Datum | None = None  # the datum whose axes _to_enu holds
 
     @property
     def duration(self) -> float:
@@ -634,21 +637,21 @@ class EstimationSession:
         # p_hat - p, biases] with attitude and ECEF vectors turned to ENU axes.
         to_enu = self._to_enu
         to_enu[ATT, ATT] = C_nb
-        to_enu[VEL, VEL] = to_enu[POS, POS] = R.T
+        if self._to_enu_datum is not datum:
+            to_enu[VEL, VEL] = to_enu[POS, POS] = R.T
+            self._to_enu_datum = datum
         M = to_enu @ filter_.conventional_jacobian()
         S = M @ filter_.covariance @ M.T
         # Pose error truth minus estimate: phi already is (C = C_hat (I + [phi x])), the
         # position error p_hat - p changes sign, which flips the cross blocks.
-        pose_cov = S[_POSE_INDEX]
-        pose_cov[:3, 3:] *= -1.0
-        pose_cov[3:, :3] *= -1.0
+        pose_cov = S[_POSE_INDEX] * _POSE_SIGNS
         twist_cov = np.zeros((6, 6))
         twist_cov[:3, :3] = C_nb.T @ S[VEL, VEL] @ C_nb
         # The rate is a reading plus the bias estimate: bias variance plus the white noise
         # of one sample (density^2 / interval).
         interval = self._imu_interval if self._imu_interval > 0.0 else 0.01
         twist_cov[3:, 3:] = S[BG, BG]
-        twist_cov[_DIAGONAL_3 + 3, _DIAGONAL_3 + 3] += filter_.config.gyro_noise**2 / interval
+        twist_cov[_RATE_DIAGONAL] += filter_.config.gyro_noise**2 / interval
         return {
             "position": datum.position_enu(p_e), "velocity": R.T @ v_e,
             "attitude": datum.attitude_enu(q_e),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rosbags.interfaces import (
     ConnectionExtRosbag2,
@@ -19,13 +20,13 @@ from rosbags.interfaces import (
     MessageDefinitionFormat,
     Qos,
 )
-from rosbags.rosbag2 import Reader
-from rosbags.rosbag2.errors import ReaderError
-from rosbags.rosbag2.metadata import parse_qos
 
 from mav_geometry.yaml_file import read_yaml
-from trident_ekf.tools.mcap_salvage import McapError, McapSalvage, SalvageReport
 
+if TYPE_CHECKING:
+    from trident_ekf.tools.mcap_salvage import McapSalvage, SalvageReport
+
+# rosbags' reader (about 0.1 s to import) is imported when a bag is opened: see bagio.
 _FORMATS = {"ros2msg": MessageDefinitionFormat.MSG, "ros2idl": MessageDefinitionFormat.IDL}
 """MCAP schema encodings of rosbag2's message definitions."""
 RawMessage = tuple[str, str, int, bytes]
@@ -53,6 +54,9 @@ def _expected_counts(directory: Path) -> dict[str, int] | None:
 
 def _qos(text: str) -> list[Qos]:
     """The offered QoS profiles a rosbag2 MCAP channel keeps (none if they do not parse)."""
+    from rosbags.rosbag2.errors import ReaderError
+    from rosbags.rosbag2.metadata import parse_qos
+
     try:
         return parse_qos(text) if text else []
     except (ReaderError, ValueError, KeyError, TypeError, AttributeError):
@@ -74,6 +78,8 @@ class BagReader:
         self.definitions: dict[str, MessageDefinition] = {}
         self.qos: dict[str, list[Qos]] = {}
         self.note = ""  # why the bag was read record by record ("" when rosbags read it)
+        from rosbags.rosbag2 import Reader
+
         try:
             with Reader(path) as reader:
                 for connection in reader.connections:
@@ -86,6 +92,8 @@ class BagReader:
 
     def _open_salvage(self, error: BaseException) -> None:
         """Read the bag's only MCAP file record by record (a first pass finds its topics)."""
+        from trident_ekf.tools.mcap_salvage import McapSalvage
+
         files = sorted(self.path.glob("*.mcap")) if self.path.is_dir() else []
         if len(files) != 1:
             raise BagReadError(f"{self.path}: not a readable rosbag2 bag ({_error_text(error)}; "
@@ -105,6 +113,8 @@ class BagReader:
                     _FORMATS.get(schema.encoding, MessageDefinitionFormat.NONE), schema.data)
 
     def _scan(self) -> SalvageReport:
+        from trident_ekf.tools.mcap_salvage import McapError
+
         assert self._salvage is not None
         try:
             for _ in self._salvage.messages():
@@ -135,6 +145,8 @@ class BagReader:
     def _rosbags_raw(self, topics: Sequence[str]) -> Iterator[RawMessage]:
         """rosbags' messages, counted: a damaged chunk can make it skip messages without an
         error (its chunks carry no checksum), which ``loss`` then reports."""
+        from rosbags.rosbag2 import Reader
+
         read: Counter[str] = Counter()
         try:
             with Reader(self.path) as reader:

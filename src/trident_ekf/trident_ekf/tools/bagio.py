@@ -5,6 +5,10 @@ layout ``ros2 bag record -s mcap`` produces. It is written into a hidden staging
 next to it and moved into place only once complete, so a failed run leaves no partial bag.
 Types that are not standard ROS 2 messages are read with the definitions a bag carries
 (``bag_typestore``).
+
+rosbags (its type stores, about 0.2 s, and its reader and writer) is imported on first use,
+not with this module: a command's ``--help`` and its argument checks need none of it.
+``TYPESTORE``, the standard ROS 2 (Jazzy) type store, is made on first access.
 """
 
 from __future__ import annotations
@@ -16,28 +20,42 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from rosbags.interfaces import MessageDefinitionFormat, Qos
-from rosbags.interfaces.typing import Typesdict
-from rosbags.rosbag2 import StoragePlugin, Writer
-from rosbags.typesys import (
-    Stores,
-    TypesysError,
-    get_types_from_idl,
-    get_types_from_msg,
-    get_typestore,
-)
-from rosbags.typesys.store import Typestore
 
 from mav_geometry.arrays import FloatVector
 from trident_ekf.inputs import stamp_ns as stamp_ns  # re-exported for bag messages
 from trident_ekf.tools.bag_reader import BagReader
 from trident_ekf.tools.command import UsageError
 
-TYPESTORE = get_typestore(Stores.ROS2_JAZZY)
+if TYPE_CHECKING:
+    from rosbags.interfaces import Qos
+    from rosbags.rosbag2 import Writer
+    from rosbags.typesys.store import Typestore
+
+    TYPESTORE: Typestore
+
+
+def standard_typestore() -> Typestore:
+    """``TYPESTORE``, the standard ROS 2 (Jazzy) types: one store, made on first use (a
+    test may replace the module attribute)."""
+    store: Typestore | None = globals().get("TYPESTORE")
+    if store is None:
+        from rosbags.typesys import Stores, get_typestore
+
+        store = globals()["TYPESTORE"] = get_typestore(Stores.ROS2_JAZZY)
+    return store
+
+
+def __getattr__(name: str) -> Typestore:
+    """``TYPESTORE``: ``standard_typestore()`` (a module attribute made on first access)."""
+    if name == "TYPESTORE":
+        return standard_typestore()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 IMU = "sensor_msgs/msg/Imu"
 NAVSATFIX = "sensor_msgs/msg/NavSatFix"
 TWIST = "geometry_msgs/msg/TwistWithCovarianceStamped"
@@ -52,19 +70,23 @@ BAROMETER_TOPIC = "/barometer/pressure"
 MAGNETOMETER_TOPIC = "/magnetic_field"
 IMPORT_SUMMARY_TOPIC = "/trident_import/summary"
 
-_T = TYPESTORE.types
+
+def _types() -> dict[str, Any]:
+    """Message classes by type name (the standard store's)."""
+    return standard_typestore().types
 
 
 def _header(stamp: int, frame_id: str) -> Any:
-    return _T["std_msgs/msg/Header"](
-        stamp=_T["builtin_interfaces/msg/Time"](sec=int(stamp // 10**9),
-                                                nanosec=int(stamp % 10**9)),
+    types = _types()
+    return types["std_msgs/msg/Header"](
+        stamp=types["builtin_interfaces/msg/Time"](sec=int(stamp // 10**9),
+                                                   nanosec=int(stamp % 10**9)),
         frame_id=frame_id)
 
 
 def _vector(v: FloatVector) -> Any:
     x, y, z = (float(c) for c in v)
-    return _T["geometry_msgs/msg/Vector3"](x=x, y=y, z=z)
+    return _types()["geometry_msgs/msg/Vector3"](x=x, y=y, z=z)
 
 
 def imu_message(stamp: int, gyro: FloatVector, accel: FloatVector,
@@ -72,23 +94,27 @@ def imu_message(stamp: int, gyro: FloatVector, accel: FloatVector,
     """sensor_msgs/Imu: rate rad/s and specific force m/s^2 (FLU); orientation absent (-1)."""
     no_orientation = np.zeros(9)
     no_orientation[0] = -1.0
-    return _T[IMU](header=_header(stamp, frame_id),
-                   orientation=_T["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0),
-                   orientation_covariance=no_orientation, angular_velocity=_vector(gyro),
-                   angular_velocity_covariance=np.zeros(9),
-                   linear_acceleration=_vector(accel),
-                   linear_acceleration_covariance=np.zeros(9))
+    types = _types()
+    return types[IMU](header=_header(stamp, frame_id),
+                      orientation=types["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0,
+                                                                        w=1.0),
+                      orientation_covariance=no_orientation, angular_velocity=_vector(gyro),
+                      angular_velocity_covariance=np.zeros(9),
+                      linear_acceleration=_vector(accel),
+                      linear_acceleration_covariance=np.zeros(9))
 
 
 def navsatfix_message(stamp: int, latitude: float, longitude: float, altitude: float,
                       covariance_enu: ArrayLike, frame_id: str = "gnss_link") -> Any:
     """NavSatFix: degrees, ellipsoidal altitude m, ENU covariance m^2 (type DIAGONAL_KNOWN)."""
-    status = _T["sensor_msgs/msg/NavSatStatus"](status=0, service=1)
-    return _T[NAVSATFIX](header=_header(stamp, frame_id), status=status,
-                         latitude=float(latitude), longitude=float(longitude),
-                         altitude=float(altitude),
-                         position_covariance=np.asarray(covariance_enu, dtype=float).reshape(9),
-                         position_covariance_type=2)
+    types = _types()
+    status = types["sensor_msgs/msg/NavSatStatus"](status=0, service=1)
+    return types[NAVSATFIX](header=_header(stamp, frame_id), status=status,
+                            latitude=float(latitude), longitude=float(longitude),
+                            altitude=float(altitude),
+                            position_covariance=np.asarray(covariance_enu,
+                                                           dtype=float).reshape(9),
+                            position_covariance_type=2)
 
 
 def twist_message(stamp: int, velocity_enu: FloatVector, covariance_enu: ArrayLike,
@@ -97,10 +123,12 @@ def twist_message(stamp: int, velocity_enu: FloatVector, covariance_enu: ArrayLi
     covariance = np.zeros((6, 6))
     covariance[:3, :3] = np.asarray(covariance_enu, dtype=float)
     covariance[3:, 3:] = -np.eye(3)  # angular part unknown
-    twist = _T["geometry_msgs/msg/Twist"](linear=_vector(velocity_enu), angular=_vector((0, 0, 0)))
-    return _T[TWIST](header=_header(stamp, frame_id),
-                     twist=_T["geometry_msgs/msg/TwistWithCovariance"](
-                         twist=twist, covariance=covariance.reshape(36)))
+    types = _types()
+    twist = types["geometry_msgs/msg/Twist"](linear=_vector(velocity_enu),
+                                             angular=_vector((0, 0, 0)))
+    return types[TWIST](header=_header(stamp, frame_id),
+                        twist=types["geometry_msgs/msg/TwistWithCovariance"](
+                            twist=twist, covariance=covariance.reshape(36)))
 
 
 def odometry_message(stamp: int, position: FloatVector, q_xyzw: FloatVector,
@@ -111,25 +139,26 @@ def odometry_message(stamp: int, position: FloatVector, q_xyzw: FloatVector,
     """nav_msgs/Odometry: pose in ``frame_id``, twist in the child (body) frame, 6x6 covariances
     ordered (x, y, z, rot x, rot y, rot z)."""
     x, y, z, w = (float(c) for c in q_xyzw)
-    pose = _T["geometry_msgs/msg/Pose"](
-        position=_T["geometry_msgs/msg/Point"](**dict(zip("xyz", map(float, position),
-                                                          strict=True))),
-        orientation=_T["geometry_msgs/msg/Quaternion"](x=x, y=y, z=z, w=w))
-    twist = _T["geometry_msgs/msg/Twist"](linear=_vector(linear_body),
-                                          angular=_vector(angular_body))
-    return _T[ODOMETRY](
+    types = _types()
+    pose = types["geometry_msgs/msg/Pose"](
+        position=types["geometry_msgs/msg/Point"](**dict(zip("xyz", map(float, position),
+                                                             strict=True))),
+        orientation=types["geometry_msgs/msg/Quaternion"](x=x, y=y, z=z, w=w))
+    twist = types["geometry_msgs/msg/Twist"](linear=_vector(linear_body),
+                                             angular=_vector(angular_body))
+    return types[ODOMETRY](
         header=_header(stamp, frame_id), child_frame_id=child_frame_id,
-        pose=_T["geometry_msgs/msg/PoseWithCovariance"](
+        pose=types["geometry_msgs/msg/PoseWithCovariance"](
             pose=pose, covariance=np.asarray(pose_covariance, dtype=float).reshape(36)),
-        twist=_T["geometry_msgs/msg/TwistWithCovariance"](
+        twist=types["geometry_msgs/msg/TwistWithCovariance"](
             twist=twist, covariance=np.asarray(twist_covariance, dtype=float).reshape(36)))
 
 
 def fluid_pressure_message(stamp: int, pressure_pa: float, variance: float = 0.0,
                            frame_id: str = "baro_link") -> Any:
     """sensor_msgs/FluidPressure: static pressure in Pa, variance Pa^2 (0 means unknown)."""
-    return _T[FLUID_PRESSURE](header=_header(stamp, frame_id), fluid_pressure=float(pressure_pa),
-                              variance=float(variance))
+    return _types()[FLUID_PRESSURE](header=_header(stamp, frame_id),
+                                    fluid_pressure=float(pressure_pa), variance=float(variance))
 
 
 def magnetic_field_message(stamp: int, field_T: FloatVector,
@@ -137,22 +166,23 @@ def magnetic_field_message(stamp: int, field_T: FloatVector,
                            frame_id: str = "imu_link") -> Any:
     """sensor_msgs/MagneticField: field in tesla in the body (FLU) axes of ``frame_id``, 3x3
     covariance T^2 (all zeros means unknown)."""
-    return _T[MAGNETIC_FIELD](
+    return _types()[MAGNETIC_FIELD](
         header=_header(stamp, frame_id), magnetic_field=_vector(field_T),
         magnetic_field_covariance=np.asarray(covariance, dtype=float).reshape(9))
 
 
 def vector_message(stamp: int, vector: FloatVector, frame_id: str = "base_link") -> Any:
-    return _T[VECTOR](header=_header(stamp, frame_id), vector=_vector(vector))
+    return _types()[VECTOR](header=_header(stamp, frame_id), vector=_vector(vector))
 
 
 def diagnostics_message(stamp: int, name: str, level: int, message: str,
                         values: dict[str, str]) -> Any:
     """DiagnosticArray with one status (level 0 OK, 1 WARN, 2 ERROR) and key/values."""
-    status = _T["diagnostic_msgs/msg/DiagnosticStatus"](
+    types = _types()
+    status = types["diagnostic_msgs/msg/DiagnosticStatus"](
         level=level, name=name, message=message, hardware_id="trident_ekf",
-        values=[_T["diagnostic_msgs/msg/KeyValue"](key=k, value=v) for k, v in values.items()])
-    return _T[DIAGNOSTICS](header=_header(stamp, ""), status=[status])
+        values=[types["diagnostic_msgs/msg/KeyValue"](key=k, value=v) for k, v in values.items()])
+    return types[DIAGNOSTICS](header=_header(stamp, ""), status=[status])
 
 
 MCAP_SUFFIX = ".mcap"
@@ -232,6 +262,8 @@ class BagWriter:
                                               dir=self.path.parent))
         # rosbags names the storage file after its directory: stage as NAME_0/NAME_0.mcap,
         # then move the directory to NAME (metadata.yaml only names the file).
+        from rosbags.rosbag2 import StoragePlugin, Writer
+
         self._writer = Writer(self._staging / storage_file(self.path).stem, version=8,
                               storage_plugin=StoragePlugin.MCAP)
         try:
@@ -271,15 +303,17 @@ class BagWriter:
             raise
 
     def write(self, topic: str, msgtype: str, stamp: int, message: Any) -> None:
-        self.write_cdr(topic, msgtype, stamp, TYPESTORE.serialize_cdr(message, msgtype))
+        self.write_cdr(topic, msgtype, stamp,
+                       standard_typestore().serialize_cdr(message, msgtype))
 
-    def add_topic(self, topic: str, msgtype: str, typestore: Typestore = TYPESTORE,
+    def add_topic(self, topic: str, msgtype: str, typestore: Typestore | None = None,
                   qos: Sequence[Qos] = ()) -> None:
         """Register ``topic`` with its offered QoS and a typestore that knows ``msgtype``
-        (what a topic written without this gets: the standard types, no QoS)."""
+        (default and what a topic written without this gets: the standard types, no QoS)."""
         assert self._writer is not None, "BagWriter is used as a context manager"
         self._connections[topic] = self._writer.add_connection(
-            topic, msgtype, typestore=typestore, offered_qos_profiles=qos)
+            topic, msgtype, typestore=typestore or standard_typestore(),
+            offered_qos_profiles=qos)
 
     def write_cdr(self, topic: str, msgtype: str, stamp: int,
                   data: bytes | memoryview) -> None:
@@ -302,7 +336,7 @@ def read_messages(path: Path | BagReader,
                   topics: Sequence[str]) -> Iterator[tuple[str, int, Any]]:
     """(topic, bag time ns, message) for the given topics, in bag-time order, streaming."""
     for topic, msgtype, timestamp, raw in read_raw(path, topics):
-        yield topic, timestamp, TYPESTORE.deserialize_cdr(raw, msgtype)
+        yield topic, timestamp, standard_typestore().deserialize_cdr(raw, msgtype)
 
 
 def topic_types(path: Path | BagReader) -> dict[str, tuple[str, int]]:
@@ -316,9 +350,20 @@ def bag_typestore(path: Path | BagReader, msgtypes: Iterable[str]) -> Typestore:
     definitions the bag carries of the others (rosbag2 MCAP keeps each connection's message
     definition, so e.g. px4_msgs need not be installed to read a PX4 bag). ValueError naming
     the types neither knows or whose definition cannot be read."""
-    missing = sorted({t for t in msgtypes if t not in TYPESTORE.fielddefs})
+    from rosbags.interfaces import MessageDefinitionFormat
+    from rosbags.interfaces.typing import Typesdict
+    from rosbags.typesys import (
+        Stores,
+        TypesysError,
+        get_types_from_idl,
+        get_types_from_msg,
+        get_typestore,
+    )
+
+    standard = standard_typestore()
+    missing = sorted({t for t in msgtypes if t not in standard.fielddefs})
     if not missing:
-        return TYPESTORE
+        return standard
     store = get_typestore(Stores.ROS2_JAZZY)
     reader = path if isinstance(path, BagReader) else BagReader(path)
     definitions = {msgtype: msgdef for msgtype, msgdef in reader.definitions.items()

@@ -41,8 +41,8 @@ from typing import Any
 from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
 from mav_geometry.settings import configure
-from mav_ros_common.diagnostics import DIAGNOSTICS_TOPIC
 from mav_ros_common.exit_codes import EXIT_OK, EXIT_PARTIAL
+from mav_ros_common.topic_names import DIAGNOSTICS_TOPIC
 from trident_ekf.adapters import (
     MALFORMED,
     PROFILE_NAMES,

@@ -3,6 +3,7 @@ chi-square expectation), a simulated GNSS outage, Markdown/JSON and PNG plots.""
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 from collections.abc import Callable
@@ -20,6 +21,48 @@ from trident_ekf.tools.frames import euler_enu
 GNSS_POSITION = "gnss_position"
 REAPPLY_MARGIN_S = 1.0
 """Added to the filter's ``history_length`` for how long an update stays replaceable, s."""
+CHUNK_ROWS = 256
+"""Rows a ``PlotSeries`` collects before handing them to its decimator in one call."""
+
+
+class PlotSeries:
+    """A ``MinMaxDecimator`` fed a chunk at a time: rows are collected in a list and added
+    ``CHUNK_ROWS`` at once, since one numpy call per row costs more than the filter step that
+    made it. The kept rows are the same as when adding each row alone (a bucket's extreme
+    rows do not depend on how its rows arrived); memory stays bounded."""
+
+    def __init__(self, width: int) -> None:
+        self._decimator = MinMaxDecimator(width)
+        self._pending: list[tuple[float, ...]] = []
+
+    def add(self, row: tuple[float, ...]) -> None:
+        self._pending.append(row)
+        if len(self._pending) >= CHUNK_ROWS:
+            self._flush()
+
+    def extend(self, rows: list[tuple[float, ...]]) -> None:
+        self._pending += rows
+        if len(self._pending) >= CHUNK_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._decimator.add(self._pending)
+            self._pending = []
+
+    @property
+    def seen(self) -> int:
+        """Rows added."""
+        return self._decimator.seen + len(self._pending)
+
+    def rows(self) -> FloatArray:
+        """The kept rows in stream order, ``(m, width)``."""
+        self._flush()
+        return self._decimator.rows()
+
+    def columns(self) -> tuple[FloatArray, ...]:
+        self._flush()
+        return self._decimator.columns()
 
 
 def _wrap(angle: FloatArray) -> FloatArray:
@@ -41,10 +84,11 @@ class SourceUpdates:
         self.dof = dof
         self.window_s = window_s
         self._settled = np.zeros(4)  # updates, accepted, NIS sum of the accepted, above 95%
-        self._nis = MinMaxDecimator(2)
-        self._innovations = MinMaxDecimator(1 + dof)
+        self._nis = PlotSeries(2)
+        self._innovations = PlotSeries(1 + dof)
         self._recent: dict[float, tuple[float, bool, FloatArray]] = {}  # stamp -> result
         self._applied_at: dict[float, float] = {}  # stamp -> filter time first applied
+        self._by_applied: list[tuple[float, float]] = []  # heap of (applied, stamp) of those
         self._bound = chi_square.quantile(0.95, dof)
 
     def add(self, time: float, nis: float, accepted: bool, innovation: FloatArray,
@@ -52,17 +96,23 @@ class SourceUpdates:
         """An update's result (stamp ``time``, applied at ``filter_time``, s); one at a stamp
         still replaceable replaces it."""
         self._recent[time] = (nis, accepted, innovation)
-        self._applied_at.setdefault(time, filter_time)
+        if time not in self._applied_at:
+            self._applied_at[time] = filter_time
+            heapq.heappush(self._by_applied, (filter_time, time))
         horizon = filter_time - self.window_s
-        old = sorted(t for t, applied in self._applied_at.items() if applied < horizon)
-        if old:
-            for t in old:
-                del self._applied_at[t]
-            rows = [self._recent.pop(t) for t in old]
-            self._settled += self._counts(rows)
-            self._nis.add([(t, nis) for t, (nis, _, _) in zip(old, rows, strict=True)])
-            self._innovations.add([(t, *innovation)
-                                   for t, (_, _, innovation) in zip(old, rows, strict=True)])
+        heap = self._by_applied
+        if not heap[0][0] < horizon:
+            return
+        old = []  # the stamps applied before the horizon: settled
+        while heap and heap[0][0] < horizon:
+            old.append(heapq.heappop(heap)[1])
+            del self._applied_at[old[-1]]
+        old.sort()
+        rows = [self._recent.pop(t) for t in old]
+        self._settled += self._counts(rows)
+        self._nis.extend([(t, nis) for t, (nis, _, _) in zip(old, rows, strict=True)])
+        self._innovations.extend([(t, *innovation)
+                                  for t, (_, _, innovation) in zip(old, rows, strict=True)])
 
     @property
     def replaceable(self) -> int:
@@ -107,8 +157,8 @@ class ReportSeries:
         self.first_estimate_time = math.nan
         self.max_gyro_bias_deg_s = -math.inf  # NaN once a bias is not finite
         self.nonfinite_estimates = 0
-        self.estimate_path = MinMaxDecimator(3)  # time, east, north (m)
-        self.bias_series = [MinMaxDecimator(3) for _ in range(6)]
+        self.estimate_path = PlotSeries(3)  # time, east, north (m)
+        self.bias_series = [PlotSeries(3) for _ in range(6)]
         """time, bias, its sigma: gyro x y z (rad/s), then accelerometer x y z (m/s^2)."""
         self.comparisons: list[dict[str, Any]] = []
         self.updates: dict[str, SourceUpdates] = {}
@@ -124,10 +174,12 @@ class ReportSeries:
         self.nonfinite_estimates += not all(
             np.all(np.isfinite(value)) for value in (
                 estimate["position"], estimate["velocity"], euler_enu(estimate["attitude"])))
-        self.estimate_path.add((t, *estimate["position"][:2]))
-        biases = np.concatenate([estimate["gyro_bias"], estimate["accel_bias"]])
-        for k, series in enumerate(self.bias_series):
-            series.add((t, biases[k], estimate["bias_sigma"][k]))
+        east, north = estimate["position"][:2].tolist()
+        self.estimate_path.add((t, east, north))
+        biases = [*estimate["gyro_bias"].tolist(), *estimate["accel_bias"].tolist()]
+        sigmas = estimate["bias_sigma"].tolist()
+        for series, bias, sigma in zip(self.bias_series, biases, sigmas, strict=True):
+            series.add((t, bias, sigma))
 
     def add_reference(self, t: float, position: Any, velocity: Any, q: FloatArray,
                       estimate: dict[str, FloatArray],
@@ -247,6 +299,19 @@ def _outage(series: ReportSeries, rows: list[dict[str, Any]], offset: FloatArray
             "outage_max_horizontal_sigma_m": float(np.max(np.hypot(sigma[:, 0], sigma[:, 1])))}
 
 
+def _save(fig: Any, path: Path, title: bool = False) -> None:
+    """Write the PNG with fixed margins (inches, room for the tick and axis labels, and a
+    title above): ``tight_layout`` measures every tick label by drawing the figure an extra
+    time, a third of the report's time."""
+    import matplotlib.pyplot as plt  # on use: see write_report
+
+    width, height = fig.get_size_inches()
+    fig.subplots_adjust(left=0.9 / width, right=1.0 - 0.25 / width, bottom=0.6 / height,
+                        top=1.0 - (0.7 if title else 0.4) / height, hspace=0.3, wspace=0.3)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 def _plot_trajectory(series: ReportSeries, path: Path) -> None:
     import matplotlib.pyplot as plt  # on use: see write_report
 
@@ -263,9 +328,7 @@ def _plot_trajectory(series: ReportSeries, path: Path) -> None:
     if series.estimate_path.seen or series.comparisons:
         ax.legend()
     ax.set_title("trajectory in the ENU map frame")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _plot_errors(series: ReportSeries, path: Path) -> None:
@@ -292,9 +355,7 @@ def _plot_errors(series: ReportSeries, path: Path) -> None:
         axes[0, 1].legend(fontsize=7)
     for ax in axes[-1]:
         ax.set_xlabel("time since start (s)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _plot_biases(series: ReportSeries, path: Path) -> None:
@@ -313,9 +374,7 @@ def _plot_biases(series: ReportSeries, path: Path) -> None:
             ax.set_ylabel(f"{name} ({unit})")
             ax.legend(fontsize=7)
     axes[-1].set_xlabel("time since start (s)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _plot_per_source(series: ReportSeries, path: Path,
@@ -336,15 +395,18 @@ def _plot_per_source(series: ReportSeries, path: Path,
     axes[-1, 0].set_xlabel("time since the first update (s)")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    _save(fig, path, title=bool(title))
 
 
 def _draw_nis(ax: Any, updates: SourceUpdates, start: float) -> None:
     """NIS of the updates (decimated) against the chi-square 95% bound and the expectation."""
     time, nis = updates.rows().T
+    from matplotlib.ticker import LogFormatter, NullFormatter
+
     ax.semilogy(time - start, nis, ".", markersize=2, label=f"NIS ({updates.dof} dof)")
+    # Plain labels: the default ones are mathtext, whose parser costs a second to set up.
+    ax.yaxis.set_major_formatter(LogFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.axhline(chi_square.quantile(0.95, updates.dof), color="r", label="chi-square 95%")
     ax.axhline(updates.dof, color="k", linestyle="--", label="expectation")
     ax.legend(fontsize=7, loc="upper right")

@@ -25,7 +25,7 @@ import numpy as np
 
 from mav_geometry import quaternion
 from mav_geometry.settings import check_settings, setting
-from trident_ekf.core.earth import LocalGeodetic, enu_to_ecef_rotation
+from trident_ekf.core.earth import LocalGeodetic
 from trident_ekf.core.measurements.base import (
     AidingSource,
     AugmentedState,
@@ -141,8 +141,8 @@ class Barometer(AidingSource):
         """dh/dp = u_up^T (ellipsoid normal), so h_hat - h = u_up^T N dx_pos with N the
         filter's ``navigation_error_block``; the offset enters with +1."""
         q, _, p = filter_.nominal()
-        latitude, longitude, height = self._geodetic(p)
-        up = enu_to_ecef_rotation(latitude, longitude)[:, 2]
+        height = self._geodetic(p)[2]
+        up = self._geodetic.axes[:, 2]
         H = np.zeros((1, filter_.state_dim))
         H[0, POS] = up @ filter_.navigation_error_block(quaternion.to_matrix(q))
         offset_slice = filter_.state_slice(self.name)

@@ -16,6 +16,7 @@ import numpy as np
 
 from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
+from mav_geometry.kernels import load_kernels
 from mav_geometry.scalar import cross
 from mav_geometry.settings import check_settings, setting
 from trident_ekf.core.config import FilterConfig
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from trident_ekf.core.filter import ErrorStateFilter
 
 ATT, VEL, POS, BG = slice(0, 3), slice(3, 6), slice(6, 9), slice(9, 12)
+_kernels = load_kernels("trident_ekf.core._kernels")  # None: the numpy reference
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,21 @@ def antenna_terms(filter_: ErrorStateFilter
     return C, v, p, np.array(filter_.config.lever_arm, dtype=float), omega_eb
 
 
+def compiled_antenna(filter_: ErrorStateFilter) -> tuple[FloatArray, FloatArray] | None:
+    """(p, blocks) in one C call when the filter runs its compiled kernels (None
+    otherwise: ``antenna_terms`` and the models' numpy code are the reference). blocks
+    (5 x 3 x 3): C, the Jacobian blocks C [l x] (position, attitude), C [(omega_eb x l) x]
+    - C [l x] [(C^T Omega) x] (velocity, attitude), -C [l x] (velocity, gyro bias), then
+    the rows omega_eb, the antenna position p + C l and its velocity (``antenna_velocity``).
+    """
+    if _kernels is None or not filter_.compiled:
+        return None
+    q, v, p = filter_.nominal()
+    blocks = np.empty((5, 3, 3))
+    _kernels.gnss_antenna(q, v, p, filter_.last_omega, filter_.config.lever_arm, blocks)
+    return p, blocks
+
+
 class GnssPosition(AidingSource):
     """Antenna ECEF position (m), covariance m^2; with ``FilterConfig.gnss_bias_states`` it
     owns the position bias b (ENU axes at the start), measured as antenna position + A b."""
@@ -145,11 +162,16 @@ class GnssPosition(AidingSource):
         return result
 
     def linearize(self, filter_: ErrorStateFilter, m: Measurement) -> Linearization:
-        C, _, p, lever, _ = antenna_terms(filter_)
         H = np.zeros((3, filter_.state_dim))
-        H[:, ATT] = C @ skew(lever)
+        antenna = compiled_antenna(filter_)
+        if antenna is None:
+            C, _, p, lever, _ = antenna_terms(filter_)
+            H[:, ATT] = C @ skew(lever)
+            predicted = p + C @ lever
+        else:
+            blocks = antenna[1]
+            C, H[:, ATT], predicted = blocks[0], blocks[1], blocks[4, 1]
         H[:, POS] = filter_.navigation_error_block(C)
-        predicted = p + C @ lever
         if self.augmented:
             H[:, filter_.state_slice(self.name)] = self.axes
             predicted = predicted + self.bias_offset(filter_)
@@ -177,6 +199,14 @@ class GnssVelocity(AidingSource):
     dof = 3
 
     def linearize(self, filter_: ErrorStateFilter, m: Measurement) -> Linearization:
+        antenna = compiled_antenna(filter_)
+        if antenna is not None:
+            blocks = antenna[1]
+            H = np.zeros((3, filter_.state_dim))
+            H[:, ATT] = blocks[2]
+            H[:, VEL] = filter_.navigation_error_block(blocks[0])
+            H[:, BG] = blocks[3]
+            return Linearization(blocks[4, 2] - m.value, H, m.covariance)
         C, v, _, lever, omega_eb = antenna_terms(filter_)
         lever_skew = skew(lever)
         earth_body = C.T @ OMEGA_ECEF

@@ -32,11 +32,11 @@ import numpy as np
 
 from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
+from mav_geometry.kernels import load_kernels
 from mav_geometry.settings import check_settings, setting
 from trident_ekf.core.earth import (
     LocalGeodetic,
     ecef_to_geodetic,
-    enu_to_ecef_rotation,
     ned_to_ecef,
 )
 from trident_ekf.core.earth_field import decimal_year, wmm_field_ned, wmm_model_name
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 ATT = slice(0, 3)
 POSIX_2000 = 946684800.0  # s: stamps later than this are taken as POSIX times
 NAN3 = (math.nan, math.nan, math.nan)
+_kernels = load_kernels("trident_ekf.core._kernels")  # None: the numpy reference
 
 
 @dataclass(frozen=True)
@@ -162,24 +163,36 @@ class Magnetometer(AidingSource):
         field = self._corrected(filter_, m)
         if abs(float(np.linalg.norm(field)) / reference - 1.0) > self.config.strength_tolerance:
             return "disturbed"
-        to_enu = enu_to_ecef_rotation(*self._geodetic(p)[:2]).T
-        measured = _inclination(to_enu @ quaternion.to_matrix(q) @ field)
-        model = _inclination(to_enu @ self.field_ecef)
+        self._geodetic(p)
+        if _kernels is not None and filter_.compiled:  # one C call; numpy: the reference
+            _, measured, model = _kernels.magnetometer_level(q, self._geodetic.axes,
+                                                             self.field_ecef, field, np.empty(3))
+        else:
+            to_enu = self._geodetic.axes.T
+            measured = _inclination(to_enu @ quaternion.to_matrix(q) @ field)
+            model = _inclination(to_enu @ self.field_ecef)
         if abs(measured - model) > math.radians(self.config.inclination_tolerance_deg):
             return "disturbed"
         return None
 
     def linearize(self, filter_: ErrorStateFilter, m: Measurement) -> Linearization:
         q, _, p = filter_.nominal()
-        C = quaternion.to_matrix(q)
         H = np.zeros((self.dof, filter_.state_dim))
+        sigma = math.radians(self.config.heading_sigma_deg)
+        if not self.three_axis and _kernels is not None and filter_.compiled:
+            self._geodetic(p)  # one C call; the numpy code below is the reference
+            residual, _, _ = _kernels.magnetometer_level(q, self._geodetic.axes,
+                                                         self.field_ecef, m.value, H[0, ATT])
+            return Linearization(np.array([residual]), H, np.array([[sigma * sigma]]))
+        C = quaternion.to_matrix(q)
         if self.three_axis:
             predicted = C.T @ self.field_ecef
             H[:, ATT] = -skew(predicted)
             H[:, filter_.state_slice(self.name)] = np.eye(3)
             hard_iron = np.array(filter_.augmented[self.name])
             return Linearization(predicted + hard_iron - m.value, H, m.covariance)
-        to_ecef = enu_to_ecef_rotation(*self._geodetic(p)[:2])
+        self._geodetic(p)
+        to_ecef = self._geodetic.axes
         measured = to_ecef.T @ C @ m.value
         model = to_ecef.T @ self.field_ecef
         angle = math.atan2(model[1], model[0]) - math.atan2(measured[1], measured[0])
@@ -191,5 +204,4 @@ class Magnetometer(AidingSource):
         # tilted the estimate steadily (2.5 deg in 60 s of hover at 63 deg dip).
         h = np.array([model[0], model[1], 0.0])
         H[0, ATT] = (np.array([0.0, 0.0, 1.0]) - model[2] * h / (h @ h)) @ to_ecef.T @ C
-        sigma = math.radians(self.config.heading_sigma_deg)
         return Linearization(np.array([residual]), H, np.array([[sigma * sigma]]))
