@@ -6,8 +6,9 @@ Every figure is the median over ``--repeats`` fresh interpreters, ours and the b
 alternating (so a change of machine load hits both):
 
 - ``import``: the import of a command's entry module, timed inside the child around the
-  import alone (interpreter start-up excluded), against importing ``rclpy``, which every node
-  and ``mav-sim`` needs anyway;
+  import alone (interpreter start-up excluded) in CPU time of the child (imports are
+  CPU-bound; CPU time holds on a machine other work shares, wall time does not), against
+  importing ``rclpy``, which every node and ``mav-sim`` needs anyway;
 - ``--help``: wall time of the command with ``--help``, run as its console script runs it
   (``from module import main; sys.exit(main())``), against the wall time of
   ``python -c "import rclpy"``;
@@ -50,13 +51,13 @@ LOADED_BY_NODES = ["scipy.optimize"]
 BASELINE_MODULE = "rclpy"
 CHILD_TIMEOUT_S = 120.0
 
-# Child: import the modules named on its command line; print the seconds that took.
+# Child: import the modules named on its command line; print the CPU seconds that took.
 IMPORT_PROBE = """
 import importlib, sys, time
-start = time.perf_counter()
+start = time.process_time()
 for module in sys.argv[1:]:
     importlib.import_module(module)
-print(time.perf_counter() - start)
+print(time.process_time() - start)
 """
 
 
@@ -90,7 +91,7 @@ def _child(arguments: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def import_time(modules: list[str]) -> float:
-    """Seconds a fresh interpreter takes to import ``modules`` (in order)."""
+    """CPU seconds a fresh interpreter takes to import ``modules`` (in order)."""
     return float(_child(["-c", IMPORT_PROBE, *modules]).stdout.split()[-1])
 
 

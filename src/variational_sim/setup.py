@@ -8,7 +8,8 @@ PACKAGE = "variational_sim"
 # -ffast-math and no FMA contraction: they must agree with the numpy reference to round-off.
 COMPILE_ARGS = ["-O3", "-std=c11", "-ffp-contract=off"]
 KERNELS = [Extension(name, [name.replace(".", "/") + ".c"], extra_compile_args=COMPILE_ARGS)
-           for name in ("variational_sim.integrators._kernels", "variational_sim.multibody._kernels",)]
+           for name in ("variational_sim.integrators._kernels",
+                        "variational_sim.multibody._kernels")]
 
 setup(
     name=PACKAGE,

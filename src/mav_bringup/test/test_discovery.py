@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import rclpy
 
 from mav_bringup import discovery, launch_support
 from mav_bringup.graph import runner
@@ -60,7 +61,7 @@ def test_mav_sim_starts_rcl_with_localhost_discovery_by_default(monkeypatch, tmp
     else:
         monkeypatch.setenv(VARIABLE, given)
     at_init = []
-    real_init = runner.rclpy.init
+    real_init = rclpy.init
 
     def init(**arguments):
         at_init.append(os.environ.get(VARIABLE))
@@ -69,7 +70,7 @@ def test_mav_sim_starts_rcl_with_localhost_discovery_by_default(monkeypatch, tmp
     def no_nodes(*_arguments):
         raise _StopRunError
 
-    monkeypatch.setattr(runner.rclpy, "init", init)
+    monkeypatch.setattr(rclpy, "init", init)
     monkeypatch.setattr(runner, "_create_nodes", no_nodes)
     with pytest.raises(_StopRunError):
         runner.run(runner.RunOptions(duration_s=1.0, output_dir=tmp_path / "run", record=False,

@@ -1,5 +1,6 @@
 """Fuzz (Hypothesis) of the controller's odometry path: a real ``nav_msgs/Odometry`` with
-any field values is read (``convert.odometry_sample``), screened by the node's own rule
+any field values is serialized, read as the node's raw subscription reads it
+(``convert.odometry_sample``), screened by the node's own rule
 (``mav_dynamics.flight.odometry_rejection``, which the node's core applies) and, when
 accepted, controlled and allocated as the node's control tick does.
 
@@ -18,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nav_msgs.msg import Odometry
+from rclpy.serialization import serialize_message
 
 from mav_dynamics import flight
 from mav_dynamics.allocation import ControlAllocator
@@ -65,7 +67,7 @@ def odometries(draw: st.DrawFn) -> Odometry:
 def test_odometry_is_rejected_with_a_reason_or_gives_usable_commands(
         vehicle: tuple[TrackingController, ControlAllocator], message: Odometry) -> None:
     controller, allocator = vehicle
-    sample = convert.odometry_sample(message)
+    sample = convert.odometry_sample(serialize_message(message))
     # an earlier message, stamped LAST_STAMP_NS, was accepted
     reason = flight.odometry_rejection(sample.stamp_ns, sample.orientation, sample.position,
                                        sample.twist, LAST_STAMP_NS)

@@ -19,25 +19,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import rclpy
-import yaml
-from rclpy.executors import Executor
-from rclpy.experimental.events_executor import EventsExecutor
-from rclpy.node import Node
-
-from mav_bringup.discovery import localhost_by_default
-from mav_bringup.graph import fleet
-from mav_bringup.graph.components import Component, default_graph_file, load_graph
-from mav_bringup.graph.events import scenario_facts
-from mav_bringup.graph.fleet import write_fleet_summary
 from mav_bringup.graph.isolation import LOCK_NAME, OutputLock, run_domain_id
 from mav_bringup.graph.shortcuts import shortcut_parameters
 from mav_ros_common.exit_codes import EXIT_INTERRUPTED, EXIT_TERMINATED
-from mav_ros_common.parameters import ParameterError
-from mav_ros_common.resources import find_named_file
-from variational_sim.vehicle_sim.scenario import load_scenario
 
+# Start-up time: ``mav-sim --help`` imports this module and argparse only. rclpy, numpy, the
+# graph file and scenario readers, and the nodes load when a run starts (``run``); the
+# recorder and the report only when they are asked for.
 if TYPE_CHECKING:
+    import rclpy
+    from rclpy.executors import Executor
+    from rclpy.node import Node
+
+    from mav_bringup.graph.components import Component
     from mav_bringup.graph.recorder import BagRecorder
 
 SIMULATOR = "simulator"
@@ -132,6 +126,10 @@ def run(options: RunOptions) -> RunResult:
     """Run the graph to ``options.duration_s`` of sim time; record and report as asked."""
     if not options.duration_s > 0.0:
         raise ValueError(f"duration must be > 0 s, got {options.duration_s!r}")
+    from mav_bringup.graph.components import default_graph_file, load_graph
+    from mav_ros_common.resources import find_named_file
+    from variational_sim.vehicle_sim.scenario import load_scenario
+
     graph_file = options.graph if options.graph is not None else default_graph_file()
     components = load_graph(graph_file)
     if SIMULATOR not in {c.name for c in components}:
@@ -152,6 +150,15 @@ def run(options: RunOptions) -> RunResult:
 
 def _run_locked(options: RunOptions, components: list[Component]) -> RunResult:
     """``run`` once the output directory is this run's."""
+    import rclpy
+    from rclpy.experimental.events_executor import EventsExecutor
+    from rclpy.node import Node
+
+    from mav_bringup.discovery import localhost_by_default
+    from mav_bringup.graph import fleet
+    from mav_bringup.graph.events import scenario_facts
+    from mav_ros_common.parameters import ParameterError
+
     bag = options.output_dir / "bag" if options.record else None
     _prepare_output(options.output_dir, options.overwrite)
     parameters = options.node_parameters()
@@ -218,7 +225,7 @@ def _run_locked(options: RunOptions, components: list[Component]) -> RunResult:
         if not options.vehicles:
             summary = write_bag_report(bag, report_dir, run_facts, site)
         else:
-            summary = write_fleet_summary(report_dir, run_facts, {
+            summary = fleet.write_fleet_summary(report_dir, run_facts, {
                 fleet.namespace(k): write_bag_report(
                     bag, report_dir / fleet.namespace(k), {**run_facts, "vehicle": vehicle_file},
                     site, fleet.namespace(k))
@@ -231,6 +238,8 @@ def _create_nodes(component: Component, options: RunOptions,
                   ) -> dict[str, Node]:
     """The component's node, or with several vehicles one per vehicle (keyed
     ``uav<k>/<name>``) in its namespace, with its own parameter file copy."""
+    from mav_bringup.graph import fleet
+
     values = {"use_sim_time": component.name != SIMULATOR,
               **parameters.get(component.name, {})}
     node_class = component.load_class()
@@ -352,6 +361,8 @@ def _vehicle_list(text: str) -> tuple[str, ...]:
 
 
 def _overrides(assignments: list[str]) -> dict[str, dict[str, Any]]:
+    import yaml
+
     result: dict[str, dict[str, Any]] = {}
     for assignment in assignments:
         target, separator, text = assignment.partition("=")

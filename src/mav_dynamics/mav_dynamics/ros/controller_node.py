@@ -18,7 +18,8 @@ Idle ticks (before the first odometry and during ``takeoff_delay_s``: motors off
 the idle command too, so a lock-stepped simulator keeps advancing. The take-off, setpoint
 moves (``controller/setpoint``, PoseStamped in ``map``; other frames are counted as
 ``frame_not_map`` here), odometry screening and stale odometry (ERROR, flying on): see
-``mav_dynamics.flight``.
+``mav_dynamics.flight``. Odometry is subscribed raw and read from its CDR; data that is not
+plain CDR is counted as rejected odometry ``malformed`` here.
 
 Run-time parameter changes (``ros2 param set``; which ones are read-only: ``parameters``):
 ``gains.*`` replace the controller's gains from the next tick (an unset key keeps the
@@ -128,7 +129,9 @@ class ControllerNode(Node):
                                                          RELIABLE_10)
         self.diagnostics_publisher = diagnostics.create_publisher(self)
         self.odometry_topic = ODOMETRY_TOPICS[values["odometry_source"]]
-        self.create_subscription(Odometry, self.odometry_topic, self._on_odometry, RELIABLE_10)
+        # Raw: the numbers are read from the CDR (convert.odometry_sample).
+        self.create_subscription(Odometry, self.odometry_topic, self._on_odometry, RELIABLE_10,
+                                 raw=True)
         self.create_subscription(PoseStamped, "controller/setpoint", self._on_setpoint,
                                  RELIABLE_10)
         self._next_diagnostics_ns: int | None = None
@@ -165,8 +168,12 @@ class ControllerNode(Node):
 
     # --- inputs -------------------------------------------------------------------------
 
-    def _on_odometry(self, message: Odometry) -> None:
-        sample = convert.odometry_sample(message)
+    def _on_odometry(self, raw: bytes) -> None:
+        try:
+            sample = convert.odometry_sample(raw)
+        except ValueError:  # not plain CDR: no numbers to screen
+            self.flight.rejected_odometry["malformed"] += 1
+            return
         self.flight.odometry(sample.stamp_ns, self._now_ns(), sample.orientation,
                              sample.position, sample.twist)
 

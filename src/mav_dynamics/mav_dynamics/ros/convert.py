@@ -3,7 +3,9 @@
 Core order: twists ``(omega, v)``, wrenches ``(moment, force)``, quaternions ``[x, y, z, w]``.
 ROS messages name ``linear``/``angular`` fields; per REP-105 an Odometry twist is in the
 child (body) frame, so the world velocity is ``R v_body``. Builders fill messages that the
-node allocates once (publishing every tick stays cheap); parsers return plain numbers.
+node allocates once (publishing every tick stays cheap); parsers return plain numbers (the
+odometry is read from its serialized form: building the message object costs several times
+the control tick).
 Stamps and diagnostics are built with ``mav_ros_common`` (``stamps``, ``diagnostics``).
 """
 
@@ -20,7 +22,14 @@ from sensor_msgs.msg import JointState
 
 from mav_dynamics.controller import TrackingReference
 from mav_dynamics.vehicle import FloatArray
-from mav_ros_common import stamps
+from mav_ros_common.serialized import (
+    ANGULAR,
+    LINEAR,
+    ODOMETRY_DOUBLES,
+    ORIENTATION,
+    POSITION,
+    read_stamped,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,15 +44,12 @@ class OdometrySample:
     twist: FloatArray
 
 
-def odometry_sample(message: Odometry) -> OdometrySample:
-    """Read an Odometry message (pose in its frame, twist in its child frame)."""
-    pose, twist = message.pose.pose, message.twist.twist
-    o, p, w, v = pose.orientation, pose.position, twist.angular, twist.linear
-    return OdometrySample(
-        stamps.to_ns(message.header.stamp),
-        np.array([o.x, o.y, o.z, o.w]),
-        np.array([p.x, p.y, p.z]),
-        np.array([w.x, w.y, w.z, v.x, v.y, v.z]))
+def odometry_sample(raw: bytes) -> OdometrySample:
+    """Read a serialized nav_msgs/Odometry (pose in its frame, twist in its child frame);
+    ValueError if it is not plain CDR."""
+    stamp_ns, values = read_stamped(raw, ODOMETRY_DOUBLES)
+    return OdometrySample(stamp_ns, values[ORIENTATION], values[POSITION],
+                          np.concatenate((values[ANGULAR], values[LINEAR])))
 
 
 def pose_target(message: PoseStamped) -> tuple[FloatArray, FloatArray]:

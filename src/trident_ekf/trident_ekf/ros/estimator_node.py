@@ -92,7 +92,6 @@ from trident_ekf.core.measurements import build_sources
 from trident_ekf.core.session import EstimationSession, OutputSchedule
 from trident_ekf.ros import convert
 from trident_ekf.ros.parameters import FILTERS, SPECS, EstimatorSettings, estimator_settings
-from trident_ekf.tools import cdr
 from trident_ekf_interfaces.srv import SetDatum, SetPose
 
 NODE_NAME = "trident_ekf"
@@ -138,6 +137,7 @@ class EstimatorNode(Node):
         """Frames, sensor noise and the /tf publisher from the current values."""
         values = self.parameters.values
         self._frames: tuple[str, str] = self.parameters.settings.frames  # (world, base)
+        self._outputs = convert.EstimateMessages(*self._frames)
         if values["publish_tf"] and self._tf is None:
             self._tf = self.create_publisher(TFMessage, "/tf", TF)
         elif not values["publish_tf"] and self._tf is not None:
@@ -301,10 +301,11 @@ class EstimatorNode(Node):
 
     # ----- outputs ------------------------------------------------------------------------
     def _publish_estimate(self, stamp: int) -> None:
-        estimate = self.session.estimate()
-        self._odometry.publish(cdr.encode_odometry(stamp, *self._frames, estimate))
+        outputs = self._outputs
+        outputs.fill(self.session.estimate())
+        self._odometry.publish(outputs.odometry.stamped(stamp))
         if self._tf is not None:
-            self._tf.publish(convert.transform(estimate, stamp, *self._frames))
+            self._tf.publish(outputs.transform.stamped(stamp))
 
     def publish_diagnostics(self) -> None:
         """One /diagnostics status ``trident_ekf`` stamped with the node clock, in every

@@ -2,9 +2,10 @@
 
 Core conventions (angular first, ``[x, y, z, w]``, SI, ENU/FLU) are mapped onto the ROS
 message fields (``linear`` / ``angular`` by name). Builders take plain numbers and arrays
-and return messages (the ``*Messages`` classes refill one message per high-rate stream);
-parsers take messages and return numbers or raise ``CommandError``. Stamps and diagnostics
-are built with ``mav_ros_common`` (``stamps``, ``diagnostics``).
+and return messages (the ``*Messages`` classes refill one message per high-rate stream; the
+ground truth's odometry and /tf are kept serialized, ``mav_ros_common.serialized``, and
+returned as bytes); parsers take messages and return numbers or raise ``CommandError``.
+Stamps and diagnostics are built with ``mav_ros_common`` (``stamps``, ``diagnostics``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,19 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from mav_geometry.arrays import FloatArray
 from mav_geometry.shown import shown
-from mav_ros_common.stamps import fill_seconds, from_seconds
+from mav_ros_common.serialized import (
+    ANGULAR,
+    LINEAR,
+    ODOMETRY_DOUBLES,
+    ORIENTATION,
+    POSITION,
+    ROTATION,
+    TF_STAMP_OFFSET,
+    TRANSFORM_DOUBLES,
+    TRANSLATION,
+    SerializedMessage,
+)
+from mav_ros_common.stamps import fill_seconds, from_seconds, seconds_to_ns
 
 Floats = Sequence[float] | FloatArray
 """Numbers as a sequence of floats or a float array."""
@@ -75,16 +88,7 @@ def tf_message(transforms: list[TransformStamped]) -> TFMessage:
 
 # -- reusable messages for the per-sample streams ---------------------------------------------
 # Building a message costs tens of us (nested fields, covariance arrays); refilling one costs a
-# few. ``publish`` serialises at once, so one instance per stream can be refilled each time.
-
-
-def _set_xyz(target: Vector3 | Point, values: Floats) -> None:
-    target.x, target.y, target.z = float(values[0]), float(values[1]), float(values[2])
-
-
-def _set_xyzw(target: Quaternion, values: Floats) -> None:
-    target.x, target.y, target.z, target.w = (float(values[0]), float(values[1]),
-                                              float(values[2]), float(values[3]))
+# few. A refilled message is serialized (published, or queued as bytes) before its next fill.
 
 
 class ClockMessages:
@@ -99,39 +103,40 @@ class ClockMessages:
 
 
 class OdometryMessages:
-    """``nav_msgs/Odometry``: pose of ``child_frame_id`` in ``frame_id`` (m, [x, y, z, w])
-    and its twist ``(omega, v)`` (rad/s, m/s) in the child frame; covariances zero."""
+    """``nav_msgs/Odometry`` (serialized): pose of ``child_frame_id`` in ``frame_id`` (m,
+    [x, y, z, w]) and its twist ``(omega, v)`` (rad/s, m/s) in the child frame; covariances
+    zero."""
 
     def __init__(self, frame_id: str, child_frame_id: str) -> None:
-        self._message = Odometry()
-        self._message.header.frame_id = frame_id
-        self._message.child_frame_id = child_frame_id
+        message = Odometry()
+        message.header.frame_id = frame_id
+        message.child_frame_id = child_frame_id
+        self._message = SerializedMessage(message, 0, ODOMETRY_DOUBLES)
 
     def fill(self, time_s: float, position: Floats, orientation_xyzw: Floats,
-             twist_body: Floats) -> Odometry:
-        message = self._message
-        fill_seconds(message.header.stamp, time_s)
-        _set_xyz(message.pose.pose.position, position)
-        _set_xyzw(message.pose.pose.orientation, orientation_xyzw)
-        _set_xyz(message.twist.twist.angular, twist_body[:3])
-        _set_xyz(message.twist.twist.linear, twist_body[3:])
-        return message
+             twist_body: Floats) -> bytes:
+        values = self._message.values
+        values[POSITION] = position
+        values[ORIENTATION] = orientation_xyzw
+        values[LINEAR] = twist_body[3:]
+        values[ANGULAR] = twist_body[:3]
+        return self._message.stamped(seconds_to_ns(time_s))
 
 
 class TransformMessages:
-    """``tf2_msgs/TFMessage`` holding ``child`` in ``parent`` (m, ``[x, y, z, w]``)."""
+    """``tf2_msgs/TFMessage`` (serialized) holding ``child`` in ``parent`` (m,
+    ``[x, y, z, w]``)."""
 
     def __init__(self, parent: str, child: str) -> None:
-        self._transform = transform(0.0, parent, child, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0))
-        self._message = TFMessage(transforms=[self._transform])
+        message = TFMessage(transforms=[transform(0.0, parent, child, (0.0, 0.0, 0.0),
+                                                  (0.0, 0.0, 0.0, 1.0))])
+        self._message = SerializedMessage(message, TF_STAMP_OFFSET, TRANSFORM_DOUBLES)
 
-    def fill(self, time_s: float, translation: Floats,
-             rotation_xyzw: Floats) -> TFMessage:
-        transform_stamped = self._transform
-        fill_seconds(transform_stamped.header.stamp, time_s)
-        _set_xyz(transform_stamped.transform.translation, translation)
-        _set_xyzw(transform_stamped.transform.rotation, rotation_xyzw)
-        return self._message
+    def fill(self, time_s: float, translation: Floats, rotation_xyzw: Floats) -> bytes:
+        values = self._message.values
+        values[TRANSLATION] = translation
+        values[ROTATION] = rotation_xyzw
+        return self._message.stamped(seconds_to_ns(time_s))
 
 
 class ActuatorStateMessages:
@@ -192,26 +197,36 @@ def actuator_command(message: JointState, rotor_count: int,
     return speeds, tilts
 
 
-def rotor_markers(time_s: float, frame_id: str, positions: FloatArray, axes: FloatArray,
-                  lengths: FloatArray) -> MarkerArray:
-    """One arrow per rotor from its position (m, ``frame_id``) along its thrust axis with
-    length ``lengths`` (m)."""
-    stamp = from_seconds(time_s)
-    markers = []
-    for index, (start, axis, length) in enumerate(zip(positions, axes, lengths, strict=True)):
-        marker = Marker()
-        marker.header.stamp = stamp
-        marker.header.frame_id = frame_id
-        marker.ns = "rotor_thrust"
-        marker.id = index
-        marker.type = Marker.ARROW
-        marker.action = Marker.ADD
-        end = start + length * axis
-        marker.points = [Point(x=float(start[0]), y=float(start[1]), z=float(start[2])),
-                         Point(x=float(end[0]), y=float(end[1]), z=float(end[2]))]
-        marker.pose.orientation.w = 1.0
-        marker.scale = Vector3(x=0.01, y=0.02, z=0.02)  # shaft and head diameters, head length
-        marker.color.r, marker.color.g, marker.color.b, marker.color.a = 1.0, 0.4, 0.0, 0.9
-        markers.append(marker)
-    return MarkerArray(markers=markers)
+class RotorMarkerMessages:
+    """One arrow per rotor (``visualization_msgs/MarkerArray`` in ``frame_id``) from its
+    position (m) along its thrust axis; the markers are built once and refilled."""
 
+    def __init__(self, frame_id: str, rotor_count: int) -> None:
+        self._message = MarkerArray(markers=[_arrow(frame_id, index)
+                                             for index in range(rotor_count)])
+
+    def fill(self, time_s: float, positions: FloatArray, axes: FloatArray,
+             lengths: FloatArray) -> MarkerArray:
+        """Arrows from ``positions`` along ``axes`` with length ``lengths`` (m)."""
+        ends = positions + lengths[:, None] * axes
+        for marker, start, end in zip(self._message.markers, positions.tolist(), ends.tolist(),
+                                      strict=True):
+            fill_seconds(marker.header.stamp, time_s)
+            tail, head = marker.points
+            tail.x, tail.y, tail.z = start
+            head.x, head.y, head.z = end
+        return self._message
+
+
+def _arrow(frame_id: str, index: int) -> Marker:
+    marker = Marker()
+    marker.header.frame_id = frame_id
+    marker.ns = "rotor_thrust"
+    marker.id = index
+    marker.type = Marker.ARROW
+    marker.action = Marker.ADD
+    marker.points = [Point(), Point()]
+    marker.pose.orientation.w = 1.0
+    marker.scale = Vector3(x=0.01, y=0.02, z=0.02)  # shaft and head diameters, head length
+    marker.color.r, marker.color.g, marker.color.b, marker.color.a = 1.0, 0.4, 0.0, 0.9
+    return marker

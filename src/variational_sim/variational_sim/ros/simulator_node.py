@@ -4,9 +4,10 @@ lock-step API (``advance``, ``waiting_for_command``, ``sim_time``, ``real_time_f
 
 The node is a thin shell around one ``VehicleSimulator`` per vehicle (``vehicles``: one by
 default, or several in namespaces ``uav<k>``, each a ``VehicleChannel``): each physics step
-it publishes only what fell due (each sensor's readings after its latency, as the messages
+it queues only what fell due (each sensor's readings after its latency, as the messages
 the sensor fills (``sensors.base``), ground truth, rotor speeds with the markers,
-diagnostics at their own rates) and /clock once per lock-step boundary, which is all that
+diagnostics at their own rates), publishes the queue in one go at the lock-step boundary
+(``vehicle_channel.Batch``) and then /clock, once per boundary, which is all that
 sim-time timers need (each /clock message costs every sim-time node a callback). The
 lock-step waits for every vehicle's command. ``main()`` runs it standalone (``drive`` with
 an events executor) until ``duration_s`` of sim time.
@@ -40,7 +41,7 @@ from mav_ros_common.parameters import ParameterError, Values, declare_parameters
 from mav_ros_common.qos import RELIABLE_10, TF, TF_STATIC
 from variational_sim.ros import convert
 from variational_sim.ros.parameters import SPECS, SimulatorSettings, simulator_settings
-from variational_sim.ros.vehicle_channel import VehicleChannel
+from variational_sim.ros.vehicle_channel import Batch, VehicleChannel
 from variational_sim.ros.vehicle_setup import vehicle_simulator
 from variational_sim.vehicle_sim.simulator import StepOutput, VehicleSimulator
 
@@ -103,7 +104,8 @@ class SimulatorNode(Node):
         self._tf_pub = self.create_publisher(TFMessage, "/tf", TF)
         self._tf_static_pub = self.create_publisher(TFMessage, "/tf_static", TF_STATIC)
         self._diagnostics_pub = diagnostics.create_publisher(self)
-        self.channels = [VehicleChannel(self, simulator, namespace, self._tf_pub)
+        self._batch = Batch()
+        self.channels = [VehicleChannel(self, simulator, namespace, self._tf_pub, self._batch)
                          for namespace, simulator in vehicles]
         self.simulator = self.channels[0].simulator
         self.create_service(Trigger, "~/reset", self._on_reset)
@@ -264,7 +266,8 @@ class SimulatorNode(Node):
             target = min(target, math.ceil(self.duration_s / self.simulator.step_size - 1e-9))
         while self.simulator.steps < target:
             for channel in self.channels:
-                self._publish_due(channel, channel.simulator.step())
+                self._queue_due(channel, channel.simulator.step())
+        self._batch.publish()
         self._boundary += 1
         self._publish_clock()
         self._boundary_wall = time.monotonic()
@@ -273,17 +276,18 @@ class SimulatorNode(Node):
 
     # -- publishing -------------------------------------------------------------------------
 
-    def _publish_due(self, channel: VehicleChannel, output: StepOutput) -> None:
+    def _queue_due(self, channel: VehicleChannel, output: StepOutput) -> None:
+        """Queue what fell due in this physics step (published at the boundary)."""
         steps = channel.simulator.steps
         settings = self._settings
         if output.readings:
-            channel.publish_readings(output)
+            channel.queue_readings(output)
         if steps % settings.truth_every == 0:
-            channel.publish_truth()
+            channel.queue_truth()
         if steps % settings.markers_every == 0:
-            channel.publish_markers(self._marker_scale)
+            channel.queue_markers(self._marker_scale)
         if channel is self.channels[-1] and steps % settings.diagnostics_every == 0:
-            self._publish_diagnostics()
+            self._queue_diagnostics()
 
     def _publish_clock(self) -> None:
         stamp_ns = round(self.simulator.time_s * 1e9)
@@ -308,7 +312,7 @@ class SimulatorNode(Node):
             **channel.diagnostic_values(COMMAND_REASONS),
         }
 
-    def _publish_diagnostics(self) -> None:
+    def _queue_diagnostics(self) -> None:
         """One status per vehicle: ``simulator``, or ``uav<k>/simulator`` with several (the
         names the vehicle's own nodes get in its namespace)."""
         statuses = []
@@ -321,7 +325,7 @@ class SimulatorNode(Node):
                        if problems else "running")
             name = channel.prefix + diagnostics.status_name(self)
             statuses.append(diagnostics.status(name, level, summary, values))
-        self._diagnostics_pub.publish(diagnostics.diagnostic_array(
+        self._batch.add(self._diagnostics_pub, diagnostics.diagnostic_array(
             stamps.from_seconds(self.simulator.time_s), *statuses))
 
     # -- services ---------------------------------------------------------------------------

@@ -4,6 +4,10 @@ With one vehicle the names are the contract's (``imu/data``, ``base_link``); wit
 vehicle ``uav<k>`` publishes ``uav<k>/imu/data`` and its frames are ``uav<k>/base_link``,
 ``uav<k>/imu_link``... (one ``map``, one ``/clock``, one ``/tf``). The channel owns the
 reused messages of its streams and counts the commands it rejects; the node owns time.
+
+What falls due while the node steps to a lock-step boundary is queued, serialized, on the
+node's ``Batch`` and published in one go at the boundary (in the order it fell due): the
+physics loop stays free of DDS, and every message is converted once.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.publisher import Publisher
+from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
 from visualization_msgs.msg import MarkerArray
 
@@ -31,6 +36,28 @@ IMU_FRAME = "imu_link"
 GNSS_FRAME = "gnss_link"
 
 
+class Batch:
+    """Messages waiting for the next lock-step boundary: (publisher, message object or
+    serialized bytes), in the order they fell due."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Publisher[Any], Any]] = []
+
+    def add(self, publisher: Publisher[Any], message: Any) -> None:
+        """Queue a message that is not refilled before ``publish`` (bytes or a new object)."""
+        self.pending.append((publisher, message))
+
+    def add_copy(self, publisher: Publisher[Any], message: Any) -> None:
+        """Queue a reused message object as it is now (serialized)."""
+        self.pending.append((publisher, serialize_message(message)))
+
+    def publish(self) -> None:
+        """Publish everything queued, in order."""
+        for publisher, message in self.pending:
+            publisher.publish(message)
+        self.pending.clear()
+
+
 def _message_class(output: Output) -> Any:
     """The message class of ``package/msg/Type``."""
     package, _, name = output.msgtype.split("/")
@@ -41,8 +68,9 @@ class VehicleChannel:
     """The ROS side of one ``VehicleSimulator`` in namespace ``namespace`` ("" = none)."""
 
     def __init__(self, node: Node, simulator: VehicleSimulator, namespace: str,
-                 tf_publisher: Publisher[Any]) -> None:
+                 tf_publisher: Publisher[Any], batch: Batch) -> None:
         self.simulator = simulator
+        self._batch = batch
         self.namespace = namespace
         self.prefix = f"{namespace}/" if namespace else ""
         prefix = self.prefix
@@ -54,6 +82,8 @@ class VehicleChannel:
         self._truth_tf_messages = convert.TransformMessages(MAP_FRAME, prefix + TRUTH_FRAME)
         self._actuator_messages = convert.ActuatorStateMessages(simulator.rotor_count,
                                                                 simulator.tilt_count)
+        self._marker_messages = convert.RotorMarkerMessages(prefix + TRUTH_FRAME,
+                                                            simulator.rotor_count)
         self._odometry_pub = node.create_publisher(Odometry, prefix + "ground_truth/odometry",
                                                    RELIABLE_10)
         self._rotor_pub = node.create_publisher(JointState, prefix + "simulator/rotor_speeds",
@@ -84,31 +114,33 @@ class VehicleChannel:
 
     # -- publishing -------------------------------------------------------------------------
 
-    def publish_readings(self, output: StepOutput) -> None:
+    def queue_readings(self, output: StepOutput) -> None:
         """Every sensor reading that fell due, as the messages its sensor fills."""
+        batch = self._batch
         for sensor, reading in output.readings:
             pairs = self._sensor_outputs[sensor.name]
             flags = sensor.fill(reading, [message for _, message in pairs])
             for (publisher, message), publish in zip(pairs, flags, strict=True):
                 if publish:
-                    publisher.publish(message)
+                    batch.add_copy(publisher, message)
 
-    def publish_truth(self) -> None:
+    def queue_truth(self) -> None:
         truth = self.simulator.truth
-        self._odometry_pub.publish(self._odometry_messages.fill(
+        batch = self._batch
+        batch.add(self._odometry_pub, self._odometry_messages.fill(
             truth.time_s, truth.position_enu, truth.orientation_xyzw, truth.twist_body))
-        self._tf_pub.publish(self._truth_tf_messages.fill(
+        batch.add(self._tf_pub, self._truth_tf_messages.fill(
             truth.time_s, truth.position_enu, truth.orientation_xyzw))
 
-    def publish_markers(self, length_per_newton: float) -> None:
+    def queue_markers(self, length_per_newton: float) -> None:
         """Rotor speeds and thrust arrows: for people and plots, at the (low) markers rate."""
         truth = self.simulator.truth
-        self._rotor_pub.publish(self._actuator_messages.fill(
+        batch = self._batch
+        batch.add_copy(self._rotor_pub, self._actuator_messages.fill(
             truth.time_s, truth.rotor_speeds, truth.tilt_angles))
         positions, axes, thrusts = self.simulator.rotor_thrusts()
-        self._markers_pub.publish(convert.rotor_markers(
-            truth.time_s, self.frame(TRUTH_FRAME), positions, axes,
-            length_per_newton * thrusts))
+        batch.add_copy(self._markers_pub, self._marker_messages.fill(
+            truth.time_s, positions, axes, length_per_newton * thrusts))
 
     def static_transforms(self) -> list[Any]:
         """base_link -> imu_link and base_link -> gnss_link of this vehicle."""
