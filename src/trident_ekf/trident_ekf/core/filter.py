@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -185,6 +185,9 @@ class ErrorStateFilter:
         self._imu_history: deque[tuple[float, Vector3, Vector3]] = deque()
         self._snapshots: deque[_Snapshot] = deque()
         self._applied: deque[tuple[Measurement, str, float]] = deque()
+        # (stamp, source) of every queued and applied measurement above, kept in step with
+        # them: the duplicate check is a look-up, not a scan of the history.
+        self._held: Counter[tuple[float, str]] = Counter()
         self._replaying = False
         self._rewinding: list[Measurement] = []  # the delayed ones a rewind applies
         self._sample_index = 0
@@ -433,7 +436,7 @@ class ErrorStateFilter:
             self.last_omega = omega
             if not (pending and pending[0].time <= t):
                 break
-            measurement = pending.pop(0)
+            measurement = self._pop_pending()
             self._propagate(omega, force, measurement.time - self.time)
             self._update(measurement)
         self._propagate(omega, force, t - self.time)
@@ -615,6 +618,28 @@ class ErrorStateFilter:
         self._snapshots.clear()
         self._applied.clear()
         self._sample_index = 0
+        self._recount_held()
+
+    def _recount_held(self) -> None:
+        """Rebuild ``_held`` after the queue or the history was replaced or cleared."""
+        self._held = Counter((m.time, m.source) for m in self._pending)
+        self._held.update((m.time, m.source) for m, _, _ in self._applied)
+
+    def _pop_pending(self) -> Measurement:
+        """Take the earliest queued measurement."""
+        m = self._pending.pop(0)
+        self._release(m)
+        return m
+
+    def _hold(self, m: Measurement) -> None:
+        self._held[m.time, m.source] += 1
+
+    def _release(self, m: Measurement) -> None:
+        key = (m.time, m.source)
+        if self._held[key] == 1:
+            del self._held[key]  # no zero entries: the history's stamps move on
+        else:
+            self._held[key] -= 1
 
     def conventional_covariance(self) -> FloatArray:
         """Covariance of [phi^b, v_hat - v (ECEF), p_hat - p (ECEF), db_g, db_a], then with
@@ -655,9 +680,8 @@ class ErrorStateFilter:
         results = []
         delayed: list[Measurement] = []
         for m in measurements:
-            if any(other.time == m.time and other.source == m.source
-                   for other in (*self._pending, *delayed,
-                                 *(applied for applied, _, _ in self._applied))):
+            if (m.time, m.source) in self._held or any(
+                    other.time == m.time and other.source == m.source for other in delayed):
                 self._count(m.source, "duplicate")
                 results.append(False)
                 continue
@@ -687,6 +711,7 @@ class ErrorStateFilter:
             self._count(m.source, "overflow")
             return False
         self._pending.insert(bisect.bisect(self._pending, m.time, key=lambda x: x.time), m)
+        self._hold(m)
         return True
 
     def _count(self, source: str, reason: str, step: int = 1) -> None:
@@ -741,7 +766,7 @@ class ErrorStateFilter:
         try:
             pending = self._pending
             while pending and pending[0].time <= t:
-                measurement = pending.pop(0)
+                measurement = self._pop_pending()
                 self._coast(measurement.time)
                 self._update(measurement)
             self._coast(t)
@@ -769,7 +794,7 @@ class ErrorStateFilter:
         """After an IMU gap the state is held; measurements stamped inside it are dropped."""
         self.flush()
         while self._pending and self._pending[0].time <= t:
-            dropped = self._pending.pop(0)
+            dropped = self._pop_pending()
             self._count(dropped.source, "late")
             self._rewinding = [m for m in self._rewinding if m is not dropped]
 
@@ -795,6 +820,7 @@ class ErrorStateFilter:
             self._record(m, z, nis)
         if self.config.history_length > 0.0:
             self._applied.append((m, reason, nis if reason == "accepted" else 0.0))
+            self._hold(m)
         self._count(m.source, reason)
         status = self.aid_status[m.source]
         if reason == "accepted":
@@ -980,7 +1006,7 @@ class ErrorStateFilter:
         while self._imu_history and self._imu_history[0][0] <= oldest:
             self._imu_history.popleft()
         while self._applied and self._applied[0][0].time < oldest:
-            self._applied.popleft()
+            self._release(self._applied.popleft()[0])
 
     def _rewind_and_apply(self, delayed: list[Measurement]) -> None:
         """Go back to the last snapshot before the oldest delayed measurement, then re-run
@@ -1005,6 +1031,7 @@ class ErrorStateFilter:
         self._sample_index = 0
         # Stable sort: a stamp's measurements stay in arrival order, the delayed ones last.
         self._pending = sorted([*self._pending, *requeue, *delayed], key=lambda m: m.time)
+        self._recount_held()
         self._rewinding = list(delayed)
         self._replaying = True
         try:

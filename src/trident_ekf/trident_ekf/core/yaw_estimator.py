@@ -142,10 +142,10 @@ def _vector(value: ArrayLike, name: str, unit: str) -> tuple[float, float, float
     # Plain floats from an array: much faster to unpack than numpy scalars.
     items = cast("Iterable[float]", value.tolist() if isinstance(value, np.ndarray) else value)
     try:
-        x, y, z = (float(c) for c in items)
+        x, y, z = items
+        return float(x), float(y), float(z)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be 3 numbers ({unit}), got {value!r}") from None
-    return x, y, z
 
 
 class YawEstimator:

@@ -55,6 +55,13 @@ if TYPE_CHECKING:
 
 ATT = slice(0, 3)
 POSIX_2000 = 946684800.0  # s: stamps later than this are taken as POSIX times
+DAY_S = 86400.0
+
+
+def _today_utc() -> float:
+    """Midnight UTC of today (POSIX s): the date of a flight whose stamps carry none. Not the
+    current second, so that every replay of such a log on one day gives the same numbers."""
+    return math.floor(wall_clock.time() / DAY_S) * DAY_S
 NAN3 = (math.nan, math.nan, math.nan)
 _kernels = load_kernels("trident_ekf.core._kernels")  # None: the numpy reference
 
@@ -68,7 +75,7 @@ class MagnetometerConfig:
         "start position", "T", -1e-4, 1e-4, allow_nan=True)
     model_year: float = setting(
         math.nan, "decimal year for the World Magnetic Model; NaN = the stamps' date if they "
-        "are POSIX times, else today", "year", 2010.0, 2030.0, allow_nan=True)
+        "are POSIX times, else today (at 00:00 UTC)", "year", 2010.0, 2030.0, allow_nan=True)
     noise_sigma_T: float = setting(  # noqa: N815 (SI unit T)
         1e-6, "noise per axis when the message has no covariance", "T", 1e-10, 1e-4)
     heading_sigma_deg: float = setting(5.0, "heading noise (heading mode)", "deg", 0.01, 90.0)
@@ -145,7 +152,7 @@ class Magnetometer(AidingSource):
             return ned_to_ecef(np.array(given), latitude, longitude), "configured field_ned_T"
         year = self.config.model_year
         if not math.isfinite(year):
-            year = decimal_year(time if time > POSIX_2000 else wall_clock.time())
+            year = decimal_year(time if time > POSIX_2000 else _today_utc())
         field_ned = wmm_field_ned(latitude, longitude, height, year)
         return (ned_to_ecef(field_ned, latitude, longitude),
                 f"{wmm_model_name(year)} at {year:.2f}")
