@@ -326,17 +326,8 @@ class TreeModel:
             from_base = ad_kb @ acceleration                  # Ad_{T^k_b} dV
             body_accelerations = from_base + bias
             joint_torques, residual = self._backward(ad_kp, from_base, bias_wrench)
-        return DynamicsResult(
-            base_acceleration=acceleration,
-            rotor_torques=joint_torques[self.rotor_bodies],
-            tilt_torques=joint_torques[self.tilt_bodies],
-            locked_inertia=locked,
-            rotor_wrench=rotor_wrench,
-            base_residual=residual,
-            body_twists=twists,
-            body_adjoints=ad_kb,
-            body_accelerations=body_accelerations,
-        )
+        return self._result(acceleration, locked, rotor_wrench, twists, ad_kb,
+                            body_accelerations, joint_torques, residual)
 
     def _evaluate_compiled(
         self, kernels: ModuleType, rotation: FloatArray, twist: FloatArray, q: FloatArray,
@@ -358,6 +349,15 @@ class TreeModel:
             np.zeros(3) if wind is None else np.ascontiguousarray(wind, dtype=np.float64),
             self.gravity_world, acceleration, locked, rotor_wrench, twists, adjoints,
             accelerations, joint_torques, residual, torques)
+        return self._result(acceleration, locked, rotor_wrench, twists, adjoints, accelerations,
+                            joint_torques, residual)
+
+    def _result(
+        self, acceleration: FloatArray, locked: FloatArray, rotor_wrench: FloatArray,
+        twists: FloatArray, adjoints: FloatArray, accelerations: FloatArray,
+        joint_torques: FloatArray, residual: FloatArray,
+    ) -> DynamicsResult:
+        """The result of ``evaluate``, joint torques split into rotors and tilt servos."""
         return DynamicsResult(
             base_acceleration=acceleration,
             rotor_torques=joint_torques[self.rotor_bodies],
