@@ -29,6 +29,7 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
+from bench_vehicle_sim import spinning_hover
 from harness import Result, append_and_show, write_report
 
 from mav_ros_common.resources import find_named_file
@@ -44,8 +45,6 @@ SIMULATOR_KERNEL_USERS = ("variational_sim.vehicle_sim.plant",
 """The modules that use the simulator's own kernels (the rest: DQVI, models, geometry)."""
 CASES = (("quadrotor_x", "calm"), ("quadrotor_x", "gusty"), ("tilting_quadrotor", "gusty"),
          ("quadrotor_two_wings", "gusty"))
-YAW_RATE = 1.0
-"""rad/s: a spinning hover keeps the DQVI Newton solve busy while staying in place."""
 
 
 @contextmanager
@@ -70,12 +69,7 @@ def hovering_simulator(vehicle: str, scenario: str) -> VehicleSimulator:
         vehicle_file=str(find_named_file(vehicle, "vehicles")), seed=1,
         barometer=BarometerConfig(), magnetometer=MagnetometerConfig(),
         scenario=load_scenario(find_named_file(f"{scenario}.yaml", "scenarios"))))
-    plant = simulator.plant
-    speed = math.sqrt(plant.weight / plant.allocation(simulator.servos.angles)[5].sum())
-    plant.reset((0.0, 0.0, 10.0), twist=(0.0, 0.0, YAW_RATE, 0.0, 0.0, 0.0))
-    simulator.set_command([speed] * simulator.rotor_count)
-    simulator.motors.speeds = list(simulator.motors.commands)
-    return simulator
+    return spinning_hover(simulator)
 
 
 def block_time(simulator: VehicleSimulator, steps: int) -> float:
