@@ -5,6 +5,7 @@ come out. Also its parameters: the parameter file, and bad values rejected clear
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -282,6 +283,36 @@ def test_no_fix_outage_grows_the_position_sigma_then_gnss_recovers_it(flight):
     assert after < during
 
 
+
+STALL_SAMPLES = 80  # 0.4 s of a 200 Hz IMU
+DELIVERY_S = 0.5  # s given to DDS to deliver what was sent before the node spins
+
+
+@pytest.mark.parametrize(("depth", "taken"), [(5, 5), (100, STALL_SAMPLES)])
+def test_a_stalled_node_keeps_the_newest_input_queue_depth_samples(context, depth, taken):
+    """A best-effort IMU stream sent while the node's executor does not run (a busy
+    companion computer): once it runs it takes the newest ``input_queue_depth`` samples,
+    in order, and nothing more."""
+    node = EstimatorNode(context=context, parameter_overrides=[
+        Parameter("input_queue_depth", value=depth)])
+    peer = Node("stall_peer", context=context)
+    publisher = peer.create_publisher(Imu, "imu/data", qos_profile_sensor_data)
+    wait_for(lambda: publisher.get_subscription_count() >= 1
+             and node.count_publishers("/imu/data") >= 1, "discovery")
+    for k in range(STALL_SAMPLES):
+        message = Imu()
+        message.header.stamp = time_message(EPOCH_NS + k * IMU_PERIOD_NS)
+        message.linear_acceleration.z = 9.81
+        publisher.publish(message)
+    time.sleep(DELIVERY_S)
+    session = node.session
+    with spinning(node, peer):
+        wait_for(lambda: session.received["imu"] >= taken, f"{taken} IMU samples")
+        time.sleep(DELIVERY_S)
+        assert session.received["imu"] == taken
+    assert session.rejected["imu_out_of_order"] == 0
+    assert session.input_clock.last_usable == pytest.approx(
+        (EPOCH_NS + (STALL_SAMPLES - 1) * IMU_PERIOD_NS) * 1e-9)
 
 def test_parameter_file_declares_every_key(context):
     parameters = flattened(yaml.safe_load(CONFIG.read_text())["trident_ekf"]["ros__parameters"])

@@ -82,16 +82,16 @@ def deliver(session: EstimationSession, sample: Sample) -> bool:
 
 @dataclass(frozen=True)
 class Qos:
-    """A subscription's QoS in plain words (the node builds the rclpy profile)."""
+    """A subscription's QoS in plain words, as the publisher needs it (the node builds the
+    rclpy profile, keep last ``input_queue_depth`` messages)."""
 
     reliability: str = "best_effort"  # best_effort | reliable
     durability: str = "volatile"  # volatile | transient_local
-    depth: int = 5  # keep last
 
 
 SENSOR_QOS = Qos()
-"""Sensor streams of ROS drivers and MAVROS: best effort, volatile, keep last 5
-(``mav_ros_common.qos.SENSOR_DATA``); it also takes reliable publishers."""
+"""Sensor streams of ROS drivers, MAVROS and the PX4 bridge: best effort (it also takes
+reliable publishers), volatile."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ Under ``px4_namespace`` (default /fmu):
     out/vehicle_magnetometer  px4_msgs/VehicleMagnetometer  magnetometer_ga, FRD (magnetometer)
 
 QoS: the bridge publishes best effort, keep last, and the subscription is best effort,
-volatile, keep last 5 (a reliable subscription would match nothing).
+volatile (a reliable subscription would match nothing).
 The last two topics are not in the bridge's default topic list of every PX4 release: add
 them to PX4's ``dds_topics.yaml`` if ``ros2 topic list`` does not show them.
 
@@ -53,7 +53,6 @@ from trident_ekf.adapters.base import (
     Input,
     InputOptions,
     Profile,
-    Qos,
     Sample,
     Vector3,
     Velocity,
@@ -72,7 +71,6 @@ IMU_TOPIC = "out/sensor_combined"
 GNSS_TOPIC = "out/vehicle_gps_position"
 BAROMETER_TOPIC = "out/vehicle_air_data"
 MAGNETOMETER_TOPIC = "out/vehicle_magnetometer"
-PX4_QOS = Qos(reliability="best_effort", durability="volatile", depth=5)
 GAUSS = 1e-4  # T
 RELATIVE_TIMESTAMP_INVALID = 2147483647  # SensorCombined: no accelerometer sample
 FIX_TYPE_2D = 2
@@ -174,10 +172,10 @@ def vehicle_magnetometer(message: Any) -> tuple[Sample, ...]:
 def profile(options: InputOptions) -> Profile:
     ns = options.px4_namespace
     return Profile("px4", ros.with_standard_aiding([
-        Input(join(ns, IMU_TOPIC), SENSOR_COMBINED, sensor_combined, "imu", PX4_QOS),
-        Input(join(ns, GNSS_TOPIC), SENSOR_GPS, sensor_gps, "fix", PX4_QOS),
+        Input(join(ns, IMU_TOPIC), SENSOR_COMBINED, sensor_combined, "imu"),
+        Input(join(ns, GNSS_TOPIC), SENSOR_GPS, sensor_gps, "fix"),
         Input(join(ns, BAROMETER_TOPIC), VEHICLE_AIR_DATA, vehicle_air_data, "barometer",
-              PX4_QOS, source="barometer"),
+              source="barometer"),
         Input(join(ns, MAGNETOMETER_TOPIC), VEHICLE_MAGNETOMETER, vehicle_magnetometer,
-              "magnetometer", PX4_QOS, source="magnetometer"),
+              "magnetometer", source="magnetometer"),
     ]))

@@ -76,11 +76,10 @@ from tf2_msgs.msg import TFMessage
 from mav_ros_common import diagnostics, stamps
 from mav_ros_common.node_main import run_node
 from mav_ros_common.parameters import ParameterError, declare_parameters
-from mav_ros_common.qos import RELIABLE_10, SENSOR_DATA, TF
+from mav_ros_common.qos import RELIABLE_10, TF
 from trident_ekf.adapters import (
     EXTRA_PACKAGES,
     MALFORMED,
-    SENSOR_QOS,
     Aid,
     ImuSample,
     Input,
@@ -174,7 +173,8 @@ class EstimatorNode(Node):
                     f"({error}): build it into the workspace or choose another inputs "
                     "profile", "inputs") from error
             self.create_subscription(message_class, item.topic, partial(self._on_input, item),
-                                     _qos(item.qos), raw=item.raw)
+                                     _qos(item.qos, settings.input_queue_depth),
+                                     raw=item.raw)
         self.get_logger().info(f"inputs '{profile.name}': " + ", ".join(
             f"{self.resolve_topic_name(item.topic)} ({item.msgtype.rsplit('/', 1)[1]})"
             for item in self.inputs))
@@ -335,11 +335,9 @@ class EstimatorNode(Node):
                                       values)))
 
 
-def _qos(qos: Qos) -> QoSProfile:
-    """The rclpy profile of an input's QoS (the suite's SENSOR_DATA for sensor streams)."""
-    if qos == SENSOR_QOS:
-        return SENSOR_DATA
-    return QoSProfile(depth=qos.depth, history=HistoryPolicy.KEEP_LAST,
+def _qos(qos: Qos, depth: int) -> QoSProfile:
+    """The rclpy profile of an input's QoS, keeping the last ``depth`` messages."""
+    return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST,
                       reliability=ReliabilityPolicy[qos.reliability.upper()],
                       durability=DurabilityPolicy[qos.durability.upper()])
 

@@ -8,7 +8,8 @@ every aiding source's ``<source>.enabled``
 and ``<source>.<setting>`` (one group per source registered in ``core.measurements``,
 generated from its config dataclass: units and ranges come from there),
 ``subscribe_initial_pose``, and the input profile (``inputs``, ``mavros_namespace``,
-``px4_namespace``, ``gnss_velocity_type``, ``gnss_velocity_sigma_mps``: ``input_options``).
+``px4_namespace``, ``gnss_velocity_type``, ``gnss_velocity_sigma_mps``: ``input_options``)
+and its queue, ``input_queue_depth``.
 
 Dynamic: the IMU noise model, ``lever_arm``, the gate, decimation, timeouts, divergence and
 history settings of the filter (``FilterConfig``, taken from the next sample on), the output
@@ -254,6 +255,11 @@ SPECS += (
     ParameterSpec("gnss_velocity_sigma_mps", math.nan, "velocity sigma per axis of GNSS "
                   "velocities without a covariance (TwistStamped); NaN: gnss.default_speed_mps",
                   "m/s", 1e-3, 100.0, allow_nan=True, read_only=True),
+    ParameterSpec("input_queue_depth", 5, "messages kept per input while the node is busy; "
+                  "beyond, the oldest is lost. 5 (rclpy's sensor data) keeps the estimate "
+                  "fresh for a control loop when the process cannot keep up; deeper keeps "
+                  "every sample through short stalls at the cost of latency", "", 1, 1000,
+                  read_only=True),
 )
 
 
@@ -288,6 +294,7 @@ class EstimatorSettings:
     yaw_estimator: YawEstimatorConfig = field(default_factory=YawEstimatorConfig)
     frames: tuple[str, str] = ("map", "base_link")  # (world frame, base_frame): ``frames``
     inputs: InputOptions = field(default_factory=InputOptions)  # ``input_options``
+    input_queue_depth: int = 5
 
 
 def estimator_settings(values: Values) -> EstimatorSettings:
@@ -315,7 +322,8 @@ def estimator_settings(values: Values) -> EstimatorSettings:
                            group(values, "yaw_estimator"))
     return EstimatorSettings(config, initializer, _datum(values),
                              _imu_rotation(values["imu_rotation_xyzw"]), gnss_receiver, aiding,
-                             yaw_estimator, frames=frames(values), inputs=input_options(values))
+                             yaw_estimator, frames=frames(values), inputs=input_options(values),
+                             input_queue_depth=values["input_queue_depth"])
 
 
 def input_options(values: Values) -> InputOptions:
