@@ -12,9 +12,9 @@ alternating (so a change of machine load hits both):
 - ``--help``: wall time of the command with ``--help``, run as its console script runs it
   (``from module import main; sys.exit(main())``), against the wall time of
   ``python -c "import rclpy"``;
-- ``mav-sim run``: the import of the runner, of the node modules of config/graph.yaml and
-  of scipy.optimize (which the controller's allocator loads when it is made): what a
-  ``mav-sim --no-record`` run imports before its first step, against ``rclpy``.
+- ``mav-sim run``: the import of the runner and of the node modules of config/graph.yaml:
+  what a ``mav-sim --no-record`` run imports before its first step (making the nodes loads
+  nothing more: test/test_startup_imports.py), against ``rclpy``.
 
 Commands come from the ``console_scripts`` of ``src/*/setup.py``, so the figures do not depend
 on the venv's installed scripts being current. The nodes have no ``--help`` (ROS arguments
@@ -46,8 +46,6 @@ NODES = ["estimator_node", "controller_node", "simulator_node"]
 """Node executables: ROS arguments only, no ``--help``."""
 MAV_SIM_RUN = "mav-sim run"
 RUNNER_MODULE = "mav_bringup.graph.runner"
-LOADED_BY_NODES = ["scipy.optimize"]
-"""Loaded when the graph's nodes are made (the controller's allocator), before the first step."""
 BASELINE_MODULE = "rclpy"
 CHILD_TIMEOUT_S = 120.0
 
@@ -133,7 +131,7 @@ def cases(commands: list[str]) -> list[tuple[str, Callable[[], float], Callable[
 
     for command in commands:
         if command == MAV_SIM_RUN:
-            modules = [RUNNER_MODULE, *graph_node_modules(), *LOADED_BY_NODES]
+            modules = [RUNNER_MODULE, *graph_node_modules()]
             result.append((f"{MAV_SIM_RUN}: import", partial(import_time, modules),
                            rclpy_import))
             continue

@@ -20,8 +20,8 @@ COMMANDS = [*TOOLS, *NODES]
 """Imported in this order (mav-sim first: its --help path is checked alone)."""
 NEVER_AT_START = ["matplotlib", "scipy.stats", "scipy.optimize", "scipy.integrate",
                   "scipy.spatial", "pymavlink"]
-"""Loaded only by a report, an allocator, a reference integrator, a conversion to scipy's
-Rotation or a DataFlash import, never by importing a command."""
+"""Loaded only by a report, a reference integrator, a conversion to scipy's Rotation or a
+DataFlash import, never by importing a command."""
 NOT_FOR_MAV_SIM_HELP = ["rclpy", "numpy", "yaml", "scipy", "rosbags",
                         "variational_sim.ros.simulator_node"]
 """``mav-sim`` loads rclpy, numpy, the graph's nodes and the recorder when it runs, not for
@@ -63,5 +63,27 @@ def test_importing_a_command_loads_no_report_or_solver_module():
     assert "scipy" not in loaded["trident-replay"]
     # No command loads scipy at all on import (checked in order, so for every one): the
     # simulator's integrator takes LAPACK only in its reference solve, the estimator's gates
-    # are tabulated; a mav-sim run loads scipy.optimize when it makes the allocator.
+    # are tabulated, the allocator's bounded least squares is mav_dynamics.bounded_lsq.
     assert [command for command, names in loaded.items() if "scipy" in names] == []
+
+
+# Makes the default vehicle's allocator and saturates it (the bounded stages run); prints
+# the scipy modules then loaded.
+ALLOCATOR_PROBE = """
+import sys
+import numpy as np
+from mav_dynamics.allocation import ControlAllocator
+from mav_dynamics.model import TreeModel
+from mav_dynamics.vehicle_file import load_vehicle
+allocator = ControlAllocator(TreeModel(load_vehicle(sys.argv[1])))
+status = allocator.allocate(np.array([5.0, -5.0, 1.0, 0.0, 0.0, 200.0])).status
+assert status.saturated
+print(sorted(name for name in sys.modules if name.split(".")[0] == "scipy"))
+"""
+
+
+def test_a_saturated_allocation_loads_no_scipy():
+    vehicle = Path(__file__).resolve().parents[1] / "config" / "vehicles" / "quadrotor_x.yaml"
+    probe = subprocess.run([sys.executable, "-c", ALLOCATOR_PROBE, str(vehicle)],
+                           capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(probe.stdout.replace("'", '"')) == []

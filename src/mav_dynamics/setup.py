@@ -19,13 +19,13 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
     ],
-    install_requires=["mav_geometry", "numpy", "scipy", "pyyaml", "mav_ros_common"],
+    install_requires=["mav_geometry", "numpy", "pyyaml", "mav_ros_common"],
     entry_points={
         "console_scripts": [
             "controller_node = mav_dynamics.ros.controller_node:main",
         ],
     },
-    extras_require={"test": ["pytest", "hypothesis"]},
+    extras_require={"test": ["pytest", "hypothesis", "scipy"]},
     python_requires=">=3.11",
     zip_safe=False,
     maintainer="Trident suite maintainers",

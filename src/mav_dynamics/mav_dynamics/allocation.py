@@ -13,7 +13,8 @@ Solution (not in the paper; docs/theory/mav-screw-theory.md §3.4):
    pseudo-inverse (rank-aware: only the range of K is matched, so an
    under-actuated quadrotor uses its (m_x, m_y, m_z, f_z) rows and a fully
    actuated vehicle all six); if it respects every limit it is exact and final;
-2. otherwise two bounded least-squares stages (``scipy.optimize.lsq_linear``):
+2. otherwise two bounded least-squares stages (``mav_dynamics.bounded_lsq``, the BVLS
+   method of scipy's ``lsq_linear``):
    first the moments alone (attitude), then the forces with the achieved
    moments held by a dominant weight -- attitude has priority over thrust;
 3. with tilts, the relaxed solution is projected onto the exact speed/angle
@@ -24,7 +25,7 @@ which includes the uncontrollable part.
 
 Step 1 and the status run as one call of ``mav_dynamics._kernels.allocate_exact`` when the
 extension is built; the numpy code stays the reference it is tested against
-(``MAV_KERNELS=reference`` runs it). The bounded stages are scipy's in both.
+(``MAV_KERNELS=reference`` runs it). The bounded stages are numpy in both.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from types import ModuleType
 import numpy as np
 from numpy.typing import NDArray
 
+from mav_dynamics.bounded_lsq import bounded_lsq
 from mav_dynamics.model import TreeModel
 from mav_dynamics.vehicle import BODY, FloatArray
 from mav_geometry.kernels import load_kernels
@@ -100,7 +102,10 @@ class ControlAllocator:
         self.tilt_max = np.array([k.joint.angle_max for k in self.tilt_links if k.joint])
         self.tilt_rate = np.array([k.joint.rate_max for k in self.tilt_links if k.joint])
         self.tilted_rotor = self._tilted_rotors()
-        self.fixed_rotors = np.setdiff1d(np.arange(model.rotor_count), self.tilted_rotor)
+        # not np.setdiff1d: it imports numpy.ma (16 ms of a node's start-up)
+        tilted = set(self.tilted_rotor.tolist())
+        self.fixed_rotors = np.array([r for r in range(model.rotor_count) if r not in tilted],
+                                     dtype=int)
         self.matrix = self._linear_matrix()
         self.rank = int(np.linalg.matrix_rank(self.matrix))
         weighted = self.weights[:, None] * self.matrix
@@ -114,12 +119,6 @@ class ControlAllocator:
         self._slots[self.tilted_rotor] = -1.0 - np.arange(self.tilted_rotor.size)
         self._kernel_matrices = tuple(np.ascontiguousarray(m) for m in (
             self._pseudo_inverse, self.matrix, self._projector))
-        # scipy.optimize (~0.5 s to import) is loaded by an allocator, not by every importer of
-        # this module (the simulator needs only ``allocation_matrix``), and here rather than on
-        # the first saturated command, which must not wait for it.
-        from scipy.optimize import lsq_linear
-
-        self._lsq_linear = lsq_linear
 
     def _tilted_rotors(self) -> NDArray[np.int_]:
         """Index of the one rotor on each tilting link; rejects unsupported layouts."""
@@ -251,23 +250,17 @@ class ControlAllocator:
         target = self.weights * wrench
         reg = np.sqrt(REGULARISATION) * np.abs(scaled).max() * np.eye(matrix.shape[1])
         zeros = np.zeros(matrix.shape[1])
-        bounds = (lower / scale, upper / scale)
-        stage1 = self._bounded_lsq(np.vstack([scaled[:3], reg]),
-                                   np.concatenate([target[:3], zeros]), bounds)
+        low, high = lower / scale, upper / scale
+        stage1 = bounded_lsq(np.vstack([scaled[:3], reg]), np.concatenate([target[:3], zeros]),
+                             low, high)
         # Hold the achieved moments; rows normalised so that a weak axis (yaw) is held as
         # firmly as a strong one (roll).
         norms = np.linalg.norm(scaled[:3], axis=1)
         hold = PRIORITY_WEIGHT / np.where(norms > 0.0, norms, 1.0)
-        stage2 = self._bounded_lsq(
-            np.vstack([hold[:, None] * scaled[:3], scaled[3:], reg]),
-            np.concatenate([hold * (scaled[:3] @ stage1), target[3:], zeros]), bounds)
+        stage2 = bounded_lsq(np.vstack([hold[:, None] * scaled[:3], scaled[3:], reg]),
+                             np.concatenate([hold * (scaled[:3] @ stage1), target[3:], zeros]),
+                             low, high)
         result: FloatArray = np.clip(stage2 * scale, lower, upper)
-        return result
-
-    def _bounded_lsq(
-        self, matrix: FloatArray, target: FloatArray, bounds: tuple[FloatArray, FloatArray]
-    ) -> FloatArray:
-        result: FloatArray = self._lsq_linear(matrix, target, bounds=bounds, method="bvls").x
         return result
 
     def _result(
