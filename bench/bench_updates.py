@@ -1,5 +1,6 @@
-"""Update-side cost of the trident EKF: each aiding source's model and the GNSS divergence
-screen's fix record, compiled (core/_kernels.c) against the numpy reference.
+"""Update-side cost of the trident EKF: each aiding source's model, the GNSS divergence
+screen's fix record, the session's estimate (the outputs with their covariances) and the
+yaw estimator's bank, compiled (core/_kernels.c) against the numpy reference.
 
 Usage: python bench/bench_updates.py [--duration S] [--repeats K] [--output-dir DIR]
 
@@ -7,8 +8,10 @@ A simulated flight (200 Hz IMU, 5 Hz GNSS position and velocity, 10 Hz barometer
 magnetometer, 0.3 m lever arm) runs through both filters; at its end, the same filter in
 the same state is timed per call with its compiled kernels and with ``compiled = False``
 (the reference, as with MAV_KERNELS=reference), after checking that both give the same
-linearisation (1e-12) or fix record. Then the whole log, per IMU sample, with every
-source (compiled vs reference, same final estimate to 1e-9). Output: updates.{json,md}.
+linearisation (1e-12) or fix record; the session's estimate likewise (1e-12). Then the
+whole log, per IMU sample, with every source (compiled vs reference, same final estimate
+to 1e-9), and the yaw estimator fed the log's IMU and GNSS velocities (same yaw and
+weights to 1e-9). Output: updates.{json,md}.
 Without the compiled extension there is nothing to compare: it says so and exits 0.
 """
 
@@ -18,15 +21,18 @@ import argparse
 import copy
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 from harness import Case, Result, append_and_show, run, write_report
 
 from mav_geometry.kernels import load_kernels
-from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
+from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF, session, yaw_estimator
 from trident_ekf.core.divergence import FixRecord, fix_record
+from trident_ekf.core.earth import ecef_to_geodetic, enu_to_ecef_rotation
 from trident_ekf.core.filter import ErrorStateFilter
+from trident_ekf.core.initialization import Initializer
 from trident_ekf.core.measurements.barometer import Barometer
 from trident_ekf.core.measurements.base import Linearization, Measurement
 from trident_ekf.core.measurements.magnetometer import Magnetometer, MagnetometerConfig
@@ -60,6 +66,45 @@ def _same_estimate(ours: ErrorStateFilter, reference: ErrorStateFilter) -> bool:
     return ours.counts() == reference.counts() and all(
         np.linalg.norm(a - b) <= 1e-9 * np.linalg.norm(b)
         for a, b in zip(ours.nominal(), reference.nominal(), strict=True))
+
+
+def _without_kernels(module: ModuleType, call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call`` with ``module``'s compiled kernels off (its numpy reference)."""
+    def reference() -> Any:
+        saved = module._kernels  # type: ignore[attr-defined]
+        module._kernels = None  # type: ignore[attr-defined]
+        try:
+            return call()
+        finally:
+            module._kernels = saved  # type: ignore[attr-defined]
+    return reference
+
+
+def _same_outputs(ours: dict[str, Any], reference: dict[str, Any]) -> bool:
+    return ours.keys() == reference.keys() and all(
+        np.max(np.abs(ours[k] - v)) <= 1e-12 * max(np.max(np.abs(v)), 1e-300)
+        for k, v in reference.items())
+
+
+def _yaw_feed(data: SimulatedData) -> yaw_estimator.YawEstimator:
+    """The yaw estimator over the log: every IMU sample, the GNSS velocities in ENU."""
+    estimator = yaw_estimator.YawEstimator()
+    trajectory = Trajectory()
+    to_enu = enu_to_ecef_rotation(trajectory.latitude_deg, trajectory.longitude_deg).T
+    velocities = data.gnss_velocity @ to_enu.T
+    gyro, accel, time = data.gyro.tolist(), data.accel.tolist(), data.imu_time
+    fix = 0
+    for k in range(1, time.size):
+        estimator.imu(time[k] - time[k - 1], gyro[k], accel[k])
+        while fix < data.gnss_time.size and data.gnss_time[fix] <= time[k]:
+            estimator.velocity(velocities[fix], 0.1)
+            fix += 1
+    return estimator
+
+
+def _same_yaw(ours: yaw_estimator.YawEstimator, reference: yaw_estimator.YawEstimator) -> bool:
+    return (abs(ours.yaw - reference.yaw) <= 1e-9
+            and bool(np.max(np.abs(ours.weights - reference.weights)) <= 1e-9))
 
 
 def _same_linearization(ours: Linearization, reference: Linearization) -> bool:
@@ -108,12 +153,20 @@ def cases(duration: float) -> list[Case]:
         result.append(_pair(f"{cls.__name__} divergence fix record", compiled, reference,
                             lambda f, m=fix, w=velocity: fix_record(f, m, m.value, w),
                             _same_record))
+        outputs = session.EstimationSession(copy.deepcopy(compiled), Initializer(),
+                                            datum=ecef_to_geodetic(compiled.nominal()[2]))
+        result.append(Case(f"{cls.__name__} session estimate (outputs and covariances)", 1,
+                           outputs.estimate, _without_kernels(session, outputs.estimate),
+                           _same_outputs))
         samples = data.imu_time.size - 1
         result.append(Case(
             f"{cls.__name__} whole log per IMU sample (GNSS 5 Hz, barometer and "
             "magnetometer 10 Hz)", samples,
             lambda k=cls: _whole_run(k, data, True),
             lambda k=cls: _whole_run(k, data, False), _same_estimate))
+    result.append(Case("yaw estimator per IMU sample (bank of 5, GNSS velocity 5 Hz)",
+                       data.imu_time.size - 1, lambda: _yaw_feed(data),
+                       _without_kernels(yaw_estimator, lambda: _yaw_feed(data)), _same_yaw))
     return result
 
 

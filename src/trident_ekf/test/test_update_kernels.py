@@ -1,8 +1,10 @@
 """The compiled update-side kernels (core/_kernels.c: gnss_antenna, fix_drift,
-magnetometer_level) against the numpy reference: both GNSS models' linearisation, the
-divergence screen's fix record and the magnetometer's check and heading model to round-off
-on random states, a replay with a diverged start, a reset and a jump with the same
-outcomes, and the errors of bad arguments."""
+magnetometer_level, estimate_outputs; yaw_bank_advance's bad arguments here, its run in
+test_yaw_estimator.py) against the numpy reference: both GNSS models'
+linearisation, the divergence screen's fix record, the magnetometer's check and heading
+model and the session's estimate (ENU state, covariances, twist) to round-off on random
+states, a replay with a diverged start, a reset and a jump with the same outcomes, and the
+errors of bad arguments."""
 
 from __future__ import annotations
 
@@ -16,9 +18,11 @@ from hypothesis import strategies as st
 
 from mav_geometry import quaternion
 from trident_ekf.core import BaselineESKF, FilterConfig, TridentEKF
+from trident_ekf.core import session as session_module
 from trident_ekf.core.divergence import FixRecord, fix_record
-from trident_ekf.core.earth import geodetic_to_ecef
+from trident_ekf.core.earth import ecef_to_geodetic, geodetic_to_ecef
 from trident_ekf.core.filter import ErrorStateFilter
+from trident_ekf.core.initialization import Initializer
 from trident_ekf.core.measurements.base import Linearization, Measurement
 from trident_ekf.core.measurements.magnetometer import (
     Magnetometer,
@@ -98,6 +102,30 @@ def test_gnss_models_match_the_reference(seed: int, bias_states: bool) -> None:
         for name, m in (("gnss_position", position), ("gnss_velocity", velocity)):
             assert _same_linearization(compiled.sources[name].linearize(compiled, m),
                                        reference.sources[name].linearize(reference, m))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), bias_states=st.booleans(),
+       datum_offset=st.floats(-2000.0, 2000.0))
+def test_the_session_estimate_matches_the_reference(
+        seed: int, bias_states: bool, datum_offset: float) -> None:
+    for cls in FILTERS:
+        _, filter_ = _pair(cls, bias_states, seed)
+        position = filter_.nominal()[2]
+        latitude, longitude, height = ecef_to_geodetic(position + datum_offset)
+        session = session_module.EstimationSession(filter_, Initializer(),
+                                                   datum=(latitude, longitude, height))
+        ours = session.estimate()
+        try:
+            session_module._kernels = None
+            reference = session.estimate()
+        finally:
+            session_module._kernels = kernels
+        assert ours.keys() == reference.keys()
+        for name, value in reference.items():
+            assert ours[name].shape == value.shape, name
+            assert np.max(np.abs(ours[name] - value)) <= 1e-12 * max(
+                float(np.max(np.abs(value))), 1e-300), name
 
 
 def _same_record(ours: FixRecord, reference: FixRecord) -> bool:
@@ -211,8 +239,21 @@ def _magnetometer_arguments() -> list:
             np.array([2e-5, 0.0, -3e-5]), np.empty(3)]
 
 
+def _estimate_arguments() -> list:
+    return [np.eye(15), np.array([0.0, 0.0, 0.0, 1.0]), np.zeros(3), np.array([7e6, 0.0, 0.0]),
+            np.eye(3), np.array([7e6, 0.0, 0.0]), (0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0), 1e-6,
+            True, np.empty(kernels.ESTIMATE_SIZE)]
+
+
+def _yaw_bank_arguments(n: int = 5) -> list:
+    return [np.tile(np.eye(3), (n, 1, 1)), np.zeros((n, 3)), np.zeros((n, 2)),
+            np.zeros((n, 3, 3)), np.empty((n, 3)), (0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.2),
+            0.02, (0.0, 0.0, 1.0), (0.0, 0.0, 1.0), 0.5, 0.0, 1e-4, 3]
+
+
 ARGUMENTS = {"gnss_antenna": _antenna_arguments, "fix_drift": _drift_arguments,
-             "magnetometer_level": _magnetometer_arguments}
+             "magnetometer_level": _magnetometer_arguments,
+             "estimate_outputs": _estimate_arguments, "yaw_bank_advance": _yaw_bank_arguments}
 
 
 @pytest.mark.parametrize(("kernel", "position", "replacement", "error", "message"), [
@@ -234,6 +275,20 @@ ARGUMENTS = {"gnss_antenna": _antenna_arguments, "fix_drift": _drift_arguments,
     ("magnetometer_level", 1, np.eye(3)[:, :2], TypeError,
      "axes must be a C-contiguous float64 array"),
     ("magnetometer_level", 3, np.zeros(4), ValueError, "sample must have 3 elements, got 4"),
+    ("estimate_outputs", 0, np.eye(14), ValueError,
+     "P must be n x n with 15 <= n <= 32, got 196 elements"),
+    ("estimate_outputs", 4, np.eye(4), ValueError, "R must have 9 elements, got 16"),
+    ("estimate_outputs", 6, (0.0, 0.0, 1.0), ValueError, "to_enu must have 4 elements, got 3"),
+    ("estimate_outputs", 8, "small", TypeError, "rate_variance must be a float"),
+    ("estimate_outputs", 10, np.empty(120), ValueError, "out must have 121 elements, got 120"),
+    ("yaw_bank_advance", 0, np.zeros((65, 3, 3)), ValueError,
+     "rotation must be n x 3 x 3 with 1 <= n <= 64"),
+    ("yaw_bank_advance", 0, np.zeros((5, 3, 2)), ValueError,
+     "rotation must be n x 3 x 3 with 1 <= n <= 64"),
+    ("yaw_bank_advance", 2, np.zeros((4, 2)), ValueError,
+     "velocity must have 10 elements, got 8"),
+    ("yaw_bank_advance", 9, (0.0, 1.0), ValueError, "direction must have 3 elements, got 2"),
+    ("yaw_bank_advance", 13, "tilt", TypeError, "mode must be an integer"),
 ])
 def test_bad_arguments_raise_one_clear_error(kernel: str, position: int, replacement: object,
                                              error: type[Exception], message: str) -> None:

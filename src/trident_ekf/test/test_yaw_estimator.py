@@ -1,7 +1,8 @@
 """Gaussian-sum yaw estimator (trident_ekf.core.yaw_estimator, docs/theory/yaw-estimator.md):
 analytic cases and simulated flights (circles, straight-line shuttles, a start inside a
 sustained turn, rest), then real flights nobody here made (data/README.md): the ArduCopter
-log171.bin against its EKF1 and the PX4 SITL EKF2 replay ``ekf_gsf_reset`` against EKF2.
+log171.bin against its EKF1 and the PX4 SITL EKF2 replay ``ekf_gsf_reset`` against EKF2;
+the compiled bank against the numpy reference on log171.
 
 The figures quoted in docs/theory/yaw-estimator.md §6 are the ones these tests measure
 (``pytest -s`` prints them)."""
@@ -18,6 +19,7 @@ import pytest
 from numpy.typing import ArrayLike, NDArray
 
 from mav_geometry import quaternion
+from trident_ekf.core import yaw_estimator
 from trident_ekf.core.yaw_estimator import GRAVITY, YawEstimator, YawEstimatorConfig
 from trident_ekf.tools.flightlog import FlightLog, read_log
 from trident_ekf.tools.frames import euler_enu
@@ -422,6 +424,26 @@ def test_log171_yaw_from_any_start_in_flight(log171: FlightLog) -> None:
     assert max(r.max_moving_error_deg for r in results) < 15.0  # measured 12.3 deg
     assert max(r.max_error_deg for r in results) < 18.0  # measured 15.3 deg
     assert min(r.inside_3_sigma for r in results) > 0.95  # measured 99.5 %
+
+
+COMPILED_WINDOW = (90.0, 150.0)  # s of log171: the 360 deg turn and a fast re-alignment
+
+
+def test_the_compiled_bank_matches_the_reference_on_log171(
+        log171: FlightLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bank's advance in C (core/_kernels.c yaw_bank_advance: tilt correction, EKF
+    prediction, rotation) against the numpy reference over 60 s of real flight, from a
+    cold start (the running-mean re-alignment's large turns) through the 360 deg turn:
+    the same yaw, sigma, attitude and convergence at every fix, to round-off."""
+    assert yaw_estimator._kernels is not None, "trident_ekf.core._kernels is not built"
+    compiled = _replay(log171, *COMPILED_WINDOW, LOG171_DELAY)
+    monkeypatch.setattr(yaw_estimator, "_kernels", None)
+    reference = _replay(log171, *COMPILED_WINDOW, LOG171_DELAY)
+    assert compiled.time.size == reference.time.size == 300  # 5 Hz fixes
+    assert np.abs(_wrap(compiled.error - reference.error)).max() < 1e-9
+    assert np.abs(compiled.sigma - reference.sigma).max() < 1e-9
+    assert np.abs(compiled.attitude_error - reference.attitude_error).max() < 1e-9
+    assert np.array_equal(compiled.converged, reference.converged)
 
 
 PX4_STARTS = [0.5, 10.0, 20.0]  # s: hovering; the vehicle moves from about 24 s to 35 s

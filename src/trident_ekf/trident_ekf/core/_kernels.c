@@ -1184,6 +1184,25 @@ static PyObject *py_gnss_antenna(PyObject *self, PyObject *const *args, Py_ssize
     Py_RETURN_NONE;
 }
 
+/* A filter covariance: n x n float64 with 15 <= n <= MAX_STATES; its size in *n. */
+static int get_covariance(PyObject *obj, Py_buffer *view, Py_ssize_t *n) {
+    if (get_doubles(obj, view, -1, 0, "P") != 0) {
+        return -1;
+    }
+    Py_ssize_t size = view->len / 8;
+    *n = 0;
+    while ((*n + 1) * (*n + 1) <= size) {
+        (*n)++;
+    }
+    if (*n * *n != size || *n < 15 || *n > MAX_STATES) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_ValueError, "P must be n x n with 15 <= n <= %d, got %zd elements",
+                     MAX_STATES, size);
+        return -1;
+    }
+    return 0;
+}
+
 /* Conventional-covariance rows and columns fix_drift needs: velocity, then attitude and
  * accelerometer bias (divergence._VEL, _ATT_AND_ACCEL_BIAS). */
 static const int DRIFT_INDEX[9] = {3, 4, 5, 0, 1, 2, 12, 13, 14};
@@ -1265,17 +1284,8 @@ static PyObject *py_fix_drift(PyObject *self, PyObject *const *args, Py_ssize_t 
         return NULL;
     }
     Py_buffer P_view;
-    if (get_doubles(args[0], &P_view, -1, 0, "P") != 0) {
-        return NULL;
-    }
-    Py_ssize_t n = 0, size = P_view.len / 8;
-    while ((n + 1) * (n + 1) <= size) {
-        n++;
-    }
-    if (n * n != size || n < 15 || n > MAX_STATES) {
-        PyBuffer_Release(&P_view);
-        PyErr_Format(PyExc_ValueError, "P must be n x n with 15 <= n <= %d, got %zd elements",
-                     MAX_STATES, size);
+    Py_ssize_t n;
+    if (get_covariance(args[0], &P_view, &n) != 0) {
         return NULL;
     }
     BufferSpec specs[4] = {
@@ -1360,6 +1370,299 @@ static PyObject *py_magnetometer_level(PyObject *self, PyObject *const *args,
     return Py_BuildValue("(ddd)", residual, out[0], out[1]);
 }
 
+/* ----- trident_ekf.core.session.EstimationSession.estimate --------------------------- */
+
+/* Layout of estimate_outputs' `out`: position, velocity (ENU), attitude q body->ENU,
+ * linear_body, angular_body, then position_cov, velocity_cov, attitude_cov (3 x 3 each),
+ * pose_cov and twist_cov (6 x 6 each), bias_sigma (6). */
+#define ESTIMATE_SIZE 121
+
+/* out = A P[row.., col..] B^T for 3 x 3 blocks of the n x n P. */
+static void block_congruence(const double *P, Py_ssize_t n, int row, int col,
+                             const double A[3][3], const double B[3][3], double out[3][3]) {
+    double ap[3][3];
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) {
+            ap[i][j] = A[i][0] * P[(row + 0) * n + col + j] + A[i][1] * P[(row + 1) * n + col + j]
+                       + A[i][2] * P[(row + 2) * n + col + j];
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) {
+            out[i][j] = ap[i][0] * B[j][0] + ap[i][1] * B[j][1] + ap[i][2] * B[j][2];
+        }
+    }
+}
+
+static void put_block(double *out, int stride, int row, int col, const double b[3][3],
+                      double sign) {
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) {
+            out[(row + i) * stride + col + j] = sign * b[i][j];
+        }
+    }
+}
+
+/* The session's estimate: the conventional error [phi^b, v_hat - v, p_hat - p, biases]
+ * (the trident filter's velocity and position errors are body axes, J = -C; the baseline's
+ * are ECEF) turned to ENU block by block, as the reference's one congruence M P M^T. */
+static void estimate_outputs(const double *P, Py_ssize_t n, const double q[4],
+                             const double v[3], const double p[3], const double R[9],
+                             const double origin[3], const double to_enu[4],
+                             const double omega[3], double rate_variance, int body_errors,
+                             double *out) {
+    double C[3][3], Cnb[3][3], nav[3][3];
+    to_matrix(q, C);
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) {
+            Cnb[i][j] = R[0 * 3 + i] * C[0][j] + R[1 * 3 + i] * C[1][j] + R[2 * 3 + i] * C[2][j];
+            nav[i][j] = body_errors ? -Cnb[i][j] : R[j * 3 + i];
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        out[i] = R[0 * 3 + i] * (p[0] - origin[0]) + R[1 * 3 + i] * (p[1] - origin[1])
+                 + R[2 * 3 + i] * (p[2] - origin[2]);
+        out[3 + i] = R[0 * 3 + i] * v[0] + R[1 * 3 + i] * v[1] + R[2 * 3 + i] * v[2];
+        out[10 + i] = C[0][i] * v[0] + C[1][i] * v[1] + C[2][i] * v[2];
+        out[13 + i] = omega[i] - C[2][i] * EARTH_RATE;
+    }
+    multiply(to_enu, q, out + 6);
+    if (out[9] < 0.0) {
+        for (int k = 6; k < 10; k++) {
+            out[k] = -out[k];
+        }
+    }
+    double pp[3][3], vv[3][3], aa[3][3], pa[3][3], ap[3][3];
+    block_congruence(P, n, 6, 6, nav, nav, pp);
+    block_congruence(P, n, 3, 3, nav, nav, vv);
+    block_congruence(P, n, 0, 0, Cnb, Cnb, aa);
+    block_congruence(P, n, 6, 0, nav, Cnb, pa);
+    block_congruence(P, n, 0, 6, Cnb, nav, ap);
+    put_block(out + 16, 3, 0, 0, pp, 1.0);
+    put_block(out + 25, 3, 0, 0, vv, 1.0);
+    put_block(out + 34, 3, 0, 0, aa, 1.0);
+    /* pose (x, y, z, rot): truth minus estimate flips the position error's sign */
+    double *pose = out + 43;
+    put_block(pose, 6, 0, 0, pp, 1.0);
+    put_block(pose, 6, 0, 3, pa, -1.0);
+    put_block(pose, 6, 3, 0, ap, -1.0);
+    put_block(pose, 6, 3, 3, aa, 1.0);
+    /* twist: body velocity C_nb^T S_vv C_nb; the rate is a reading plus the bias estimate */
+    double *twist = out + 79;
+    for (int k = 0; k < 36; k++) {
+        twist[k] = 0.0;
+    }
+    double linear[3][3], Cbn[3][3];
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) {
+            Cbn[i][j] = Cnb[j][i];
+        }
+    }
+    double tmp[3][3];
+    product3(Cbn, vv, tmp);
+    product3(tmp, Cnb, linear);
+    put_block(twist, 6, 0, 0, linear, 1.0);
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) {
+            twist[(3 + i) * 6 + 3 + j] = P[(9 + i) * n + 9 + j];
+        }
+        twist[(3 + i) * 6 + 3 + i] += rate_variance;
+    }
+    for (int k = 0; k < 6; k++) {
+        out[115 + k] = sqrt(P[(9 + k) * n + 9 + k]);
+    }
+}
+
+PyDoc_STRVAR(estimate_outputs_doc,
+"estimate_outputs(P, q, v, p, R, origin, to_enu, omega, rate_variance, body_errors, out)\n\n"
+"EstimationSession.estimate in one call: from the filter covariance P (n x n, n >= 15),\n"
+"the nominal q body->ECEF, v, p (ECEF, float64 arrays), the datum's ENU->ECEF rotation R\n"
+"(3 x 3) and origin (m), its quaternion ECEF->ENU to_enu and the body rate omega (rad/s)\n"
+"(4 and 3 floats), the rate's white-noise variance and whether the velocity and position\n"
+"errors are in body axes (the trident filter), writes out (ESTIMATE_SIZE).");
+
+static PyObject *py_estimate_outputs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    double to_enu[4], omega[3], rate_variance;
+    if (check_nargs(nargs, 11, "estimate_outputs") != 0
+        || get_floats(args[6], to_enu, 4, "to_enu") != 0
+        || get_floats(args[7], omega, 3, "omega") != 0
+        || get_float(args[8], &rate_variance, "rate_variance") != 0) {
+        return NULL;
+    }
+    int body_errors = PyObject_IsTrue(args[9]);
+    if (body_errors < 0) {
+        return NULL;
+    }
+    Py_buffer P_view;
+    Py_ssize_t n;
+    if (get_covariance(args[0], &P_view, &n) != 0) {
+        return NULL;
+    }
+    BufferSpec specs[6] = {
+        {args[1], 4, 0, "q"}, {args[2], 3, 0, "v"}, {args[3], 3, 0, "p"},
+        {args[4], 9, 0, "R"}, {args[5], 3, 0, "origin"}, {args[10], ESTIMATE_SIZE, 1, "out"},
+    };
+    Py_buffer views[6];
+    if (get_buffers(specs, 6, views) != 0) {
+        PyBuffer_Release(&P_view);
+        return NULL;
+    }
+    estimate_outputs(P_view.buf, n, views[0].buf, views[1].buf, views[2].buf, views[3].buf,
+                     views[4].buf, to_enu, omega, rate_variance, body_errors, views[5].buf);
+    PyBuffer_Release(&P_view);
+    release_all(views, 6);
+    Py_RETURN_NONE;
+}
+
+/* ----- trident_ekf.core.yaw_estimator.YawEstimator._advance -------------------------- */
+
+#define MAX_HYPOTHESES 64 /* YawEstimatorConfig.models */
+static const double MAX_GYRO_BIAS = 0.05;     /* rad/s (yaw_estimator.MAX_GYRO_BIAS) */
+static const double SMALL_TURN_SHARE = 0.02;  /* yaw_estimator.SMALL_TURN_SHARE */
+
+/* Hypothesis i's tilt-correction turn (body axes at the window's start), as
+ * _tilt_correction: the turn moving the specific force its attitude R expects (`expected`,
+ * ENU unit vector) towards the measured `direction`, by `share` of the error, plus the
+ * gyro-bias estimate over the window; the bias integrates the error (`bias_gain` per rad,
+ * 0: not yet). */
+static void tilt_turn(const double R[3][3], double bias[3], const double expected[3],
+                      const double direction[3], double share, double duration,
+                      double bias_gain, double turn[3][3]) {
+    double predicted[3], axis[3];
+    for (int j = 0; j < 3; j++) {
+        predicted[j] = expected[0] * R[0][j] + expected[1] * R[1][j] + expected[2] * R[2][j];
+    }
+    double x = direction[0], y = direction[1], z = direction[2];
+    axis[0] = predicted[1] * -z + predicted[2] * y;
+    axis[1] = predicted[0] * z + predicted[2] * -x;
+    axis[2] = predicted[0] * -y + predicted[1] * x;
+    double sine = sqrt(axis[0] * axis[0] + axis[1] * axis[1] + axis[2] * axis[2]);
+    double cosine = predicted[0] * x + predicted[1] * y + predicted[2] * z;
+    double scale = atan2(sine, cosine) / (sine > 1e-12 ? sine : 1e-12);
+    double phi[3];
+    for (int j = 0; j < 3; j++) {
+        double error = axis[j] * scale;
+        phi[j] = share * error + bias[j] * duration;
+        if (bias_gain > 0.0) {
+            double b = bias[j] + bias_gain * error;
+            bias[j] = b < -MAX_GYRO_BIAS ? -MAX_GYRO_BIAS : (b > MAX_GYRO_BIAS ? MAX_GYRO_BIAS : b);
+        }
+    }
+    double K[3][3], KK[3][3];
+    set_skew3(K, phi);
+    product3(K, K, KK);
+    double a = 1.0, b = 0.5;
+    if (share >= SMALL_TURN_SHARE) { /* Rodrigues; below, exp to second order */
+        double angle = sqrt(phi[0] * phi[0] + phi[1] * phi[1] + phi[2] * phi[2]);
+        double safe = angle > 1e-12 ? angle : 1e-12;
+        a = sin(angle) / safe;
+        b = (1.0 - cos(angle)) / (safe * safe);
+    }
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) {
+            turn[i][j] = (i == j ? 1.0 : 0.0) + a * K[i][j] + b * KK[i][j];
+        }
+    }
+}
+
+PyDoc_STRVAR(yaw_bank_advance_doc,
+"yaw_bank_advance(rotation, gyro_bias, velocity, covariance, dv_enu, window_q, dv,\n"
+"                 duration, expected, direction, share, bias_gain, yaw_noise, mode)\n\n"
+"YawEstimator._advance over one IMU window for n hypotheses: rotation (n x 3 x 3, body\n"
+"FLU -> ENU), gyro_bias (n x 3, rad/s), velocity (n x 2, m/s) and covariance (n x 3 x 3)\n"
+"in place; dv_enu (n x 3) gets each hypothesis's ENU velocity change. window_q is the\n"
+"window's quaternion [x, y, z, w] and dv its specific-force integral (m/s, body axes at\n"
+"its start), duration s; expected (3) the unit specific force expected in ENU and\n"
+"direction (3) the measured one (body axes at the window's start), share and\n"
+"bias_gain (duration times gyro_bias_gain, 0 while aligning) the tilt correction's, and\n"
+"yaw_noise the rad^2 added to each yaw variance. mode: 1 tilt correction, 2 EKF\n"
+"prediction (bits).");
+
+static PyObject *py_yaw_bank_advance(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    double q[4], dv[3], expected[3], direction[3], duration, share, bias_gain, yaw_noise;
+    if (check_nargs(nargs, 14, "yaw_bank_advance") != 0
+        || get_floats(args[5], q, 4, "window_q") != 0
+        || get_floats(args[6], dv, 3, "dv") != 0
+        || get_float(args[7], &duration, "duration") != 0
+        || get_floats(args[8], expected, 3, "expected") != 0
+        || get_floats(args[9], direction, 3, "direction") != 0
+        || get_float(args[10], &share, "share") != 0
+        || get_float(args[11], &bias_gain, "bias_gain") != 0
+        || get_float(args[12], &yaw_noise, "yaw_noise") != 0) {
+        return NULL;
+    }
+    long mode = PyLong_AsLong(args[13]);
+    if (mode == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "mode must be an integer");
+        return NULL;
+    }
+    Py_buffer rotation_view;
+    if (get_doubles(args[0], &rotation_view, -1, 1, "rotation") != 0) {
+        return NULL;
+    }
+    Py_ssize_t n = rotation_view.len / 72;
+    if (rotation_view.len != n * 72 || n < 1 || n > MAX_HYPOTHESES) {
+        PyBuffer_Release(&rotation_view);
+        PyErr_Format(PyExc_ValueError, "rotation must be n x 3 x 3 with 1 <= n <= %d",
+                     MAX_HYPOTHESES);
+        return NULL;
+    }
+    BufferSpec specs[4] = {
+        {args[1], 3 * n, 1, "gyro_bias"}, {args[2], 2 * n, 1, "velocity"},
+        {args[3], 9 * n, 1, "covariance"}, {args[4], 3 * n, 1, "dv_enu"},
+    };
+    Py_buffer views[4];
+    if (get_buffers(specs, 4, views) != 0) {
+        PyBuffer_Release(&rotation_view);
+        return NULL;
+    }
+    double (*R)[3][3] = rotation_view.buf;
+    double (*bias)[3] = views[0].buf, (*velocity)[2] = views[1].buf;
+    double (*P)[3][3] = views[2].buf, (*dv_enu)[3] = views[3].buf;
+    double W[3][3];
+    to_matrix(q, W);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double window[3][3], turn[3][3];
+        if (mode & 1) {
+            tilt_turn(R[i], bias[i], expected, direction, share, duration, bias_gain, turn);
+            product3(turn, W, window);
+        } else {
+            memcpy(window, W, sizeof window);
+        }
+        if (mode & 2) { /* prediction with the attitude before this window */
+            for (int j = 0; j < 3; j++) {
+                dv_enu[i][j] = R[i][j][0] * dv[0] + R[i][j][1] * dv[1] + R[i][j][2] * dv[2];
+            }
+            double east = dv_enu[i][0], north = dv_enu[i][1];
+            velocity[i][0] += east;
+            velocity[i][1] += north;
+            /* J = I with J[0][2] = -north, J[1][2] = east: J P J^T term by term */
+            double (*p)[3] = P[i];
+            double jp[3][3];
+            for (int k = 0; k < 3; k++) {
+                jp[0][k] = p[0][k] + -north * p[2][k];
+                jp[1][k] = p[1][k] + east * p[2][k];
+                jp[2][k] = p[2][k];
+            }
+            for (int r = 0; r < 3; r++) {
+                p[r][0] = jp[r][0] + jp[r][2] * -north;
+                p[r][1] = jp[r][1] + jp[r][2] * east;
+                p[r][2] = jp[r][2];
+            }
+            p[2][2] += yaw_noise;
+        }
+        double turned[3][3];
+        product3(R[i], window, turned);
+        memcpy(R[i], turned, sizeof turned);
+    }
+    PyBuffer_Release(&rotation_view);
+    release_all(views, 4);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"trident_propagate", (PyCFunction)(void (*)(void))py_trident_propagate, METH_FASTCALL,
      trident_propagate_doc},
@@ -1383,6 +1686,10 @@ static PyMethodDef methods[] = {
     {"fix_drift", (PyCFunction)(void (*)(void))py_fix_drift, METH_FASTCALL, fix_drift_doc},
     {"magnetometer_level", (PyCFunction)(void (*)(void))py_magnetometer_level, METH_FASTCALL,
      magnetometer_level_doc},
+    {"estimate_outputs", (PyCFunction)(void (*)(void))py_estimate_outputs, METH_FASTCALL,
+     estimate_outputs_doc},
+    {"yaw_bank_advance", (PyCFunction)(void (*)(void))py_yaw_bank_advance, METH_FASTCALL,
+     yaw_bank_advance_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1399,7 +1706,9 @@ PyMODINIT_FUNC PyInit__kernels(void) {
     }
     if (PyModule_AddIntConstant(m, "MAX_STATES", MAX_STATES) != 0
         || PyModule_AddIntConstant(m, "ACC_SIZE", ACC_SIZE) != 0
-        || PyModule_AddIntConstant(m, "MAX_MEASUREMENT", MAX_MEASUREMENT) != 0) {
+        || PyModule_AddIntConstant(m, "MAX_MEASUREMENT", MAX_MEASUREMENT) != 0
+        || PyModule_AddIntConstant(m, "ESTIMATE_SIZE", ESTIMATE_SIZE) != 0
+        || PyModule_AddIntConstant(m, "MAX_HYPOTHESES", MAX_HYPOTHESES) != 0) {
         Py_DECREF(m);
         return NULL;
     }

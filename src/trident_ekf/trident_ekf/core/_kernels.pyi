@@ -8,6 +8,8 @@ from numpy.typing import NDArray
 MAX_STATES: int
 ACC_SIZE: int
 MAX_MEASUREMENT: int
+ESTIMATE_SIZE: int
+MAX_HYPOTHESES: int
 
 def trident_propagate(x: Sequence[float], omega: Sequence[float], force: Sequence[float],
                       dt: float, rates: Sequence[float], acc: NDArray[np.float64],
@@ -45,3 +47,14 @@ def fix_drift(P: NDArray[np.float64], N: NDArray[np.float64], C: NDArray[np.floa
 def magnetometer_level(q: NDArray[np.float64], axes: NDArray[np.float64],
                        field: NDArray[np.float64], sample: NDArray[np.float64],
                        row: NDArray[np.float64]) -> tuple[float, float, float]: ...
+def estimate_outputs(P: NDArray[np.float64], q: NDArray[np.float64], v: NDArray[np.float64],
+                     p: NDArray[np.float64], R: NDArray[np.float64],
+                     origin: NDArray[np.float64], to_enu: Sequence[float],
+                     omega: Sequence[float], rate_variance: float, body_errors: bool,
+                     out: NDArray[np.float64]) -> None: ...
+def yaw_bank_advance(rotation: NDArray[np.float64], gyro_bias: NDArray[np.float64],
+                     velocity: NDArray[np.float64], covariance: NDArray[np.float64],
+                     dv_enu: NDArray[np.float64], window_q: Sequence[float],
+                     dv: Sequence[float], duration: float, expected: Sequence[float],
+                     direction: Sequence[float], share: float, bias_gain: float,
+                     yaw_noise: float, mode: int) -> None: ...

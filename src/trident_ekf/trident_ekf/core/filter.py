@@ -126,6 +126,10 @@ class ErrorStateFilter:
     velocity, which are always present; their names must be unique.
     """
 
+    body_axis_errors = False
+    """Whether the velocity and position errors are in body axes (``conventional_jacobian``
+    then carries -C on them) rather than ECEF."""
+
     def __init__(self, config: FilterConfig | None = None,
                  sources: Sequence[AidingSource] = ()) -> None:
         self.config = config or FilterConfig()

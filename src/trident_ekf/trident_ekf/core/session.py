@@ -16,6 +16,7 @@ import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from numpy.typing import ArrayLike
 
 from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray, FloatVector
+from mav_geometry.kernels import load_kernels
 from mav_geometry.scalar import multiply, to_matrix
 from trident_ekf.core.earth import OMEGA_ECEF, enu_to_ecef_rotation, geodetic_to_ecef
 from trident_ekf.core.filter import (
@@ -47,6 +49,8 @@ from trident_ekf.core.measurements.magnetometer import Magnetometer
 from trident_ekf.core.measurements.zero_velocity import StillnessDetector, ZeroVelocity
 from trident_ekf.core.plausibility import fix_fault, imu_fault, valid_covariance
 from trident_ekf.core.yaw_estimator import YawEstimator, YawEstimatorConfig
+
+_kernels = load_kernels("trident_ekf.core._kernels")  # None: the numpy reference
 
 GNSS_PAIRING = 0.05  # s: a fix and a velocity closer than this form one measurement
 YAW_OBSERVABLE_SIGMA = math.radians(5.0)  # yaw sigma below which yaw counts as observed
@@ -90,17 +94,17 @@ class Datum:
         self.origin = geodetic_to_ecef(latitude, longitude, height)
         self.enu_to_ecef = enu_to_ecef_rotation(latitude, longitude)
         x, y, z, w = quaternion.from_matrix(self.enu_to_ecef)
-        self._ecef_to_enu_quaternion = (-x, -y, -z, w)
+        self.ecef_to_enu_quaternion = (-x, -y, -z, w)
 
     def attitude_enu(self, q_body_to_ecef: FloatArray) -> FloatArray:
         """q body->ENU with a non-negative scalar part (a quaternion product: converting the
         rotation matrix back costs more than the rest of an output)."""
-        q = np.array(multiply(self._ecef_to_enu_quaternion, q_body_to_ecef.tolist()))
+        q = np.array(multiply(self.ecef_to_enu_quaternion, q_body_to_ecef.tolist()))
         return -q if q[3] < 0.0 else q
 
     def attitude_ecef(self, q_body_to_enu: FloatArray) -> FloatArray:
         """q body->ECEF of a q body->ENU in this map frame (the inverse of attitude_enu)."""
-        x, y, z, w = self._ecef_to_enu_quaternion
+        x, y, z, w = self.ecef_to_enu_quaternion
         return np.array(multiply((-x, -y, -z, w), q_body_to_enu.tolist()))
 
     def position_enu(self, p_ecef: FloatArray) -> FloatArray:
@@ -630,6 +634,12 @@ class EstimationSession:
         datum = self.datum
         if datum is None:
             raise RuntimeError("no estimate before the first GNSS fix sets the ENU datum")
+        # The rate is a reading plus the bias estimate: bias variance plus the white noise
+        # of one sample (density^2 / interval).
+        interval = self._imu_interval if self._imu_interval > 0.0 else 0.01
+        rate_variance = filter_.config.gyro_noise**2 / interval
+        if _kernels is not None:
+            return _compiled_estimate(_kernels, filter_, q_e, v_e, p_e, datum, rate_variance)
         R = datum.enu_to_ecef
         C_eb = np.array(to_matrix(tuple(q_e)))
         C_nb = R.T @ C_eb
@@ -647,11 +657,8 @@ class EstimationSession:
         pose_cov = S[_POSE_INDEX] * _POSE_SIGNS
         twist_cov = np.zeros((6, 6))
         twist_cov[:3, :3] = C_nb.T @ S[VEL, VEL] @ C_nb
-        # The rate is a reading plus the bias estimate: bias variance plus the white noise
-        # of one sample (density^2 / interval).
-        interval = self._imu_interval if self._imu_interval > 0.0 else 0.01
         twist_cov[3:, 3:] = S[BG, BG]
-        twist_cov[_RATE_DIAGONAL] += filter_.config.gyro_noise**2 / interval
+        twist_cov[_RATE_DIAGONAL] += rate_variance
         return {
             "position": datum.position_enu(p_e), "velocity": R.T @ v_e,
             "attitude": datum.attitude_enu(q_e),
@@ -726,3 +733,22 @@ class EstimationSession:
             summary = f"{alarm}; {summary}"
         return level, summary, values
 
+
+def _compiled_estimate(kernels: ModuleType, filter_: ErrorStateFilter, q_e: FloatArray,
+                       v_e: FloatArray, p_e: FloatArray, datum: Datum,
+                       rate_variance: float) -> dict[str, FloatArray]:
+    """``EstimationSession.estimate`` in one kernel call: every array is a view of one
+    fresh buffer (an estimate a caller keeps is not overwritten by the next)."""
+    out = np.empty(kernels.ESTIMATE_SIZE)
+    kernels.estimate_outputs(filter_.covariance, q_e, v_e, p_e, datum.enu_to_ecef, datum.origin,
+                             datum.ecef_to_enu_quaternion, filter_.last_omega, rate_variance,
+                             filter_.body_axis_errors, out)
+    return {
+        "position": out[0:3], "velocity": out[3:6], "attitude": out[6:10],
+        "linear_body": out[10:13], "angular_body": out[13:16],
+        "position_cov": out[16:25].reshape(3, 3), "velocity_cov": out[25:34].reshape(3, 3),
+        "attitude_cov": out[34:43].reshape(3, 3), "pose_cov": out[43:79].reshape(6, 6),
+        "twist_cov": out[79:115].reshape(6, 6),
+        "gyro_bias": np.array(filter_.gyro_bias), "accel_bias": np.array(filter_.accel_bias),
+        "bias_sigma": out[115:121],
+    }

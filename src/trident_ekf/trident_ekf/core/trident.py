@@ -54,6 +54,7 @@ class TridentEKF(ErrorStateFilter):
     quaternion (12 floats)."""
 
     _NOMINAL_FIELDS = ("_x",)
+    body_axis_errors = True
 
     def __init__(self, config: FilterConfig | None = None,
                  sources: Sequence[AidingSource] = ()) -> None:

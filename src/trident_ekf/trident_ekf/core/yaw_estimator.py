@@ -26,6 +26,7 @@ import math
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import cast
 
 import numpy as np
@@ -33,8 +34,10 @@ from numpy.typing import ArrayLike
 
 from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
+from mav_geometry.kernels import load_kernels
 from mav_geometry.settings import check_settings, setting
 
+_kernels = load_kernels("trident_ekf.core._kernels")  # None: the numpy reference
 GRAVITY = 9.80665  # m/s^2
 MAX_IMU_DT = 0.5  # s: longer IMU intervals are rejected
 WINDOW_S = 0.02  # s: IMU time accumulated before the bank is advanced
@@ -358,17 +361,23 @@ class YawEstimator:
             return
         dv = np.array(self._window_dv)
         force_norm = math.sqrt(float(dv @ dv)) / duration  # m/s^2, mean over the window
-        window = self._window_rotation()
+        direction = dv / (force_norm * duration)
+        tilt = False
         if not self._levelled:
             if force_norm > 0.5 * GRAVITY:
-                self._level(dv / (force_norm * duration))
+                self._level(direction)
         else:
             self._turn_acceleration()
-            if 0.5 * GRAVITY < force_norm < 1.5 * GRAVITY:  # else no use for the tilt
-                window = self._tilt_correction(dv / (force_norm * duration), duration) @ window
-        if self._ekf_started:
-            self._predict(self._rotation @ dv)
-        self._rotation[:] = self._rotation @ window
+            tilt = 0.5 * GRAVITY < force_norm < 1.5 * GRAVITY  # else no use for the tilt
+        if _kernels is not None:
+            self._advance_compiled(_kernels, direction, duration, tilt)
+        else:
+            window = self._window_rotation()
+            if tilt:
+                window = self._tilt_correction(direction, duration) @ window
+            if self._ekf_started:
+                self._predict(self._rotation @ dv)
+            self._rotation[:] = self._rotation @ window
         self._advances += 1
         if self._advances % REORTHONORMALIZE_EVERY == 0:
             u, _, vt = np.linalg.svd(self._rotation)
@@ -391,23 +400,17 @@ class YawEstimator:
         specific force it expects (gravity plus the GNSS acceleration, rotated into body
         axes by that attitude) moves towards the measured ``direction`` (unit, body axes)
         by the complementary filter's share of the error; the bias integrates the error."""
-        recent = bool(self._history) and (
-            self._clock - self._history[-1][0] <= self.config.max_velocity_gap_s)
-        east, north = self._acceleration if recent else (0.0, 0.0)
-        size = math.sqrt(east * east + north * north + GRAVITY * GRAVITY)
-        predicted = np.array([east / size, north / size, GRAVITY / size]) @ self._rotation
+        expected, share, bias_gain = self._tilt_terms(duration)
+        predicted = np.array(expected) @ self._rotation
         x, y, z = (float(c) for c in direction)
         # Rows: direction x predicted; turning about it moves predicted towards direction.
         axis = predicted @ np.array([[0.0, z, -y], [-z, 0.0, x], [y, -x, 0.0]])
         sine = np.sqrt(np.einsum("ij,ij->i", axis, axis))
         angle = np.arctan2(sine, predicted @ direction)
         error = axis * (angle / np.maximum(sine, 1e-12))[:, None]  # rad, rotation vectors
-        age = self._clock - self._aligned_at
-        # A running mean of the error at first, then the complementary filter's gain.
-        share = min(1.0, max(self.config.tilt_gain * duration, duration / max(age, duration)))
         phi = share * error + self._gyro_bias * duration
-        if age * self.config.tilt_gain >= 1.0:  # past the quick alignment
-            self._gyro_bias += (self.config.gyro_bias_gain * duration) * error
+        if bias_gain > 0.0:
+            self._gyro_bias += bias_gain * error
             np.clip(self._gyro_bias, -MAX_GYRO_BIAS, MAX_GYRO_BIAS, out=self._gyro_bias)
         skew = (phi @ _GENERATORS).reshape(-1, 3, 3)
         if share < SMALL_TURN_SHARE:  # |phi| well below 0.01 rad: exp to second order
@@ -419,6 +422,35 @@ class YawEstimator:
         b = ((1.0 - np.cos(turn)) / (safe * safe))[:, None, None]
         rotation: FloatArray = _IDENTITY + a * skew + b * (skew @ skew)  # Rodrigues
         return rotation
+
+    def _tilt_terms(self, duration: float) -> tuple[tuple[float, float, float], float, float]:
+        """(expected specific force, unit ENU: gravity plus the GNSS acceleration when a
+        recent velocity gives it; the correction's share of the error: a running mean at
+        first, then the complementary filter's gain; the gyro-bias gain over ``duration``,
+        0 during the quick alignment)."""
+        recent = bool(self._history) and (
+            self._clock - self._history[-1][0] <= self.config.max_velocity_gap_s)
+        east, north = self._acceleration if recent else (0.0, 0.0)
+        size = math.sqrt(east * east + north * north + GRAVITY * GRAVITY)
+        age = self._clock - self._aligned_at
+        share = min(1.0, max(self.config.tilt_gain * duration, duration / max(age, duration)))
+        learning = age * self.config.tilt_gain >= 1.0
+        bias_gain = self.config.gyro_bias_gain * duration if learning else 0.0
+        return (east / size, north / size, GRAVITY / size), share, bias_gain
+
+    def _advance_compiled(self, kernels: ModuleType, direction: FloatArray, duration: float,
+                          tilt: bool) -> None:
+        """The tilt correction, EKF prediction and rotation of ``_advance`` in one call."""
+        expected, share, bias_gain = self._tilt_terms(duration) if tilt else (
+            (0.0, 0.0, 1.0), 0.0, 0.0)
+        dv_enu = np.empty((self.config.models, 3))
+        kernels.yaw_bank_advance(
+            self._rotation, self._gyro_bias, self._velocity, self._covariance, dv_enu,
+            self._window_q, self._window_dv, duration, expected, direction.tolist(), share,
+            bias_gain, self._yaw_noise[2, 2] * self._window_dt2,
+            (1 if tilt else 0) | (2 if self._ekf_started else 0))
+        if self._ekf_started:
+            self._remember_change(dv_enu)
 
     def _turn_acceleration(self) -> None:
         """Turn the GNSS acceleration with the yaw the vehicle turns over the window (the
@@ -488,6 +520,11 @@ class YawEstimator:
         jacobian[:, 0, 2], jacobian[:, 1, 2] = -north, east
         self._covariance[:] = (jacobian @ self._covariance @ jacobian.transpose(0, 2, 1)
                                + self._yaw_noise * self._window_dt2)
+        self._remember_change(dv_enu)
+
+    def _remember_change(self, dv_enu: FloatArray) -> None:
+        """Keep this window's horizontal velocity changes for the latency of the GNSS
+        velocity (``_update``)."""
         delay = self._delay
         if delay > 0.0:
             recent = self._recent
