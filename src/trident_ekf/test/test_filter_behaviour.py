@@ -202,3 +202,37 @@ def test_an_attitude_correction_leaves_both_filters_with_the_same_covariance():
     baseline = conventional[BaselineESKF][0]
     assert np.max(np.abs(trident - baseline)) < 1e-12
     assert np.max(np.abs(unturned - baseline)) > 0.01  # the step is not a no-op here
+
+
+@pytest.mark.parametrize("cls", FILTERS)
+def test_the_cached_attitude_matrix_follows_the_nominal_state(cls, monkeypatch):
+    """``attitude_matrix`` (computed once per nominal state) is the matrix of the nominal
+    attitude after every IMU sample, update and rewind of a run with all sources, and
+    nobody can write into it."""
+    from trident_ekf.core.measurements.barometer import Barometer
+    from trident_ekf.core.measurements.magnetometer import Magnetometer, MagnetometerConfig
+
+    data = _data(3, 2.0, 8.0)
+    filter_ = cls(CONFIG, [Barometer(), Magnetometer(MagnetometerConfig(
+        field_ned_T=data.sensors.magnetic_field_ned))])
+    truth = data.truth
+    filter_.initialize(0.0, truth["q"][0], truth["v"][0], truth["p"][0], SIGMAS)
+    checked = [0]
+
+    def checking(method):
+        def call(*args, **kwargs):
+            result = method(*args, **kwargs)
+            cached = filter_.attitude_matrix()
+            np.testing.assert_array_equal(cached, quaternion.to_matrix(filter_.nominal()[0]))
+            checked[0] += 1
+            return result
+        return call
+
+    for name in ("process_imu", "process"):
+        monkeypatch.setattr(filter_, name, checking(getattr(filter_, name)))
+    run(filter_, data, magnetometer=True, barometer=True)
+    assert checked[0] > 900  # 800 IMU samples at 100 Hz and the updates
+    assert sum(filter_.counts()[f"{source}_accepted"] for source in ("barometer",
+                                                                     "magnetometer")) > 50
+    with pytest.raises(ValueError, match="read-only"):
+        filter_.attitude_matrix()[0, 0] = 2.0

@@ -103,6 +103,9 @@ class BaselineESKF(ErrorStateFilter):
     def navigation_error_block(self, rotation: FloatArray) -> FloatArray:
         return np.eye(3)
 
+    def _attitude_key(self) -> tuple[float, ...]:
+        return self._q
+
     def _inject(self, dx: Sequence[float]) -> None:
         """q <- q exp(phi/2), v <- v - dv, p <- p - dp."""
         dx = [float(c) for c in dx]

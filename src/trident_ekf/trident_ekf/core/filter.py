@@ -170,6 +170,9 @@ class ErrorStateFilter:
         # position, summed (ECEF m): the inertial displacement between two fixes is the
         # estimate's without it (core.divergence).
         self._aiding_shift = np.zeros(3)
+        # attitude_matrix's cache: the nominal attitude it was computed for, and the matrix
+        self._matrix_key: object = None
+        self._matrix = np.eye(3)
         self._last_accepted_gnss = math.nan
         # Nominal GNSS period (automatic outage timeout): intervals between the stamps of the
         # GNSS positions that reach an update, in stamp order. Not part of the snapshots: a
@@ -286,6 +289,22 @@ class ErrorStateFilter:
         """d(position)/d(position error) = d(velocity)/d(velocity error) in this convention,
         for the body->ECEF ``rotation`` of the estimate (what measurement models use)."""
         raise NotImplementedError
+
+    def _attitude_key(self) -> tuple[float, ...]:
+        """The immutable tuple of the nominal state that holds the attitude quaternion in
+        its first four entries."""
+        raise NotImplementedError
+
+    def attitude_matrix(self) -> FloatArray:
+        """C body->ECEF of the nominal attitude, read-only. Computed once per nominal state:
+        its tuple is replaced, never changed, so the same tuple has the same matrix (an
+        update's models and its correction need it several times)."""
+        key = self._attitude_key()
+        if key is not self._matrix_key:
+            matrix = quaternion.to_matrix(np.array(key[:4]))
+            matrix.flags.writeable = False
+            self._matrix, self._matrix_key = matrix, key
+        return self._matrix
 
     def _inject(self, dx: Sequence[float]) -> None:
         """Apply the navigation part (9 floats) of an estimated error to the nominal state."""

@@ -131,6 +131,9 @@ class TridentEKF(ErrorStateFilter):
     def navigation_error_block(self, rotation: FloatArray) -> FloatArray:
         return -rotation
 
+    def _attitude_key(self) -> tuple[float, ...]:
+        return self._x
+
     def _inject(self, dx: Sequence[float]) -> None:
         """x <- x make(exp(dsigma/2), dsigma', dsigma''): right multiplication (§5.7)."""
         dx = [float(c) for c in dx]
@@ -167,7 +170,7 @@ class TridentEKF(ErrorStateFilter):
     def _correction_turn(self, before: FloatArray) -> FloatArray | None:
         """J_after^T J_before = blkdiag(I, C_after^T C_before, C_after^T C_before, I ...):
         only the velocity and position blocks turn (J_before[VEL, VEL] = -C_before)."""
-        rotation = quaternion.to_matrix(np.array(self._x[:4])).T @ -before[VEL, VEL]
+        rotation = self.attitude_matrix().T @ -before[VEL, VEL]
         turn = self._eye.copy()
         turn[VEL, VEL] = rotation
         turn[POS, POS] = rotation
@@ -176,7 +179,7 @@ class TridentEKF(ErrorStateFilter):
     def conventional_jacobian(self) -> FloatArray:
         """Corrected J_L^T of §5.6 in this filter's ordering: blkdiag(I, -C, -C, I, I
         (, I))."""
-        C = quaternion.to_matrix(np.array(self._x[:4]))
+        C = self.attitude_matrix()
         J = self._eye.copy()
         J[VEL, VEL] = -C
         J[POS, POS] = -C

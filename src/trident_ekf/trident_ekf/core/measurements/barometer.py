@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from mav_geometry import quaternion
 from mav_geometry.settings import check_settings, setting
 from trident_ekf.core.earth import LocalGeodetic
 from trident_ekf.core.measurements.base import (
@@ -140,11 +139,11 @@ class Barometer(AidingSource):
     def linearize(self, filter_: ErrorStateFilter, m: Measurement) -> Linearization:
         """dh/dp = u_up^T (ellipsoid normal), so h_hat - h = u_up^T N dx_pos with N the
         filter's ``navigation_error_block``; the offset enters with +1."""
-        q, _, p = filter_.nominal()
+        _, _, p = filter_.nominal()
         height = self._geodetic(p)[2]
         up = self._geodetic.axes[:, 2]
         H = np.zeros((1, filter_.state_dim))
-        H[0, POS] = up @ filter_.navigation_error_block(quaternion.to_matrix(q))
+        H[0, POS] = up @ filter_.navigation_error_block(filter_.attitude_matrix())
         offset_slice = filter_.state_slice(self.name)
         H[0, offset_slice] = 1.0
         predicted = height + self.offset(filter_)

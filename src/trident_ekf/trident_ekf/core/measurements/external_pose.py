@@ -74,7 +74,7 @@ class ExternalPose(AidingSource):
 
     def linearize(self, filter_: ErrorStateFilter, m: Measurement) -> Linearization:
         q_hat, _, p_hat = filter_.nominal()
-        C = quaternion.to_matrix(q_hat)
+        C = filter_.attitude_matrix()
         H = np.zeros((6, filter_.state_dim))
         H[:3, POS] = filter_.navigation_error_block(C)
         H[3:, ATT] = -np.eye(3)

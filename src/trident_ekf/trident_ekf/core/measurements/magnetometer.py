@@ -191,7 +191,7 @@ class Magnetometer(AidingSource):
             residual, _, _ = _kernels.magnetometer_level(q, self._geodetic.axes,
                                                          self.field_ecef, m.value, H[0, ATT])
             return Linearization(np.array([residual]), H, np.array([[sigma * sigma]]))
-        C = quaternion.to_matrix(q)
+        C = filter_.attitude_matrix()
         if self.three_axis:
             predicted = C.T @ self.field_ecef
             H[:, ATT] = -skew(predicted)

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from mav_geometry import quaternion
 from mav_geometry.arrays import FloatVector
 from mav_geometry.settings import check_settings, setting
 from trident_ekf.core.measurements.base import (
@@ -81,7 +80,7 @@ class ZeroVelocity(AidingSource):
                            np.eye(3) * self.config.sigma_mps**2)
 
     def linearize(self, filter_: ErrorStateFilter, m: Measurement) -> Linearization:
-        q, v, _ = filter_.nominal()
+        _, v, _ = filter_.nominal()
         H = np.zeros((3, filter_.state_dim))
-        H[:, VEL] = filter_.navigation_error_block(quaternion.to_matrix(q))
+        H[:, VEL] = filter_.navigation_error_block(filter_.attitude_matrix())
         return Linearization(v - m.value, H, m.covariance)
