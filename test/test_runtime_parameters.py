@@ -429,7 +429,7 @@ ESTIMATOR_READ_ONLY = {
     "static_speed_mps": 0.2, "magnetic_yaw_sigma_deg": 20.0, "motion_tilt_sigma_deg": 4.0,
     "subscribe_initial_pose": True, "inputs": "mavros", "mavros_namespace": "/uav1/mavros",
     "px4_namespace": "/uav1/fmu", "gnss_velocity_type": "TwistStamped",
-    "gnss_velocity_sigma_mps": 0.2,
+    "gnss_velocity_sigma_mps": 0.2, "input_queue_depth": 50,
     "initial_tilt_sigma_deg": 2.0, "initial_position_sigma_m": 2.0,
     "initial_velocity_sigma_mps": 0.3, "initial_gyro_bias_sigma": 0.01,
     "initial_accel_bias_sigma": 0.2, "imu_rotation_xyzw": [0.0, 0.0, 1.0, 0.0],
