@@ -13,8 +13,9 @@ until ``START_S`` of sim time it only listens (on /clock and /imu/data, as the e
 does, which is what ``DdsGraph`` waits for before it starts the simulator), then leaves the
 graph and runs the estimator's executable with the parameters ``DdsGraph`` gave it.
 
-Checked: the estimator converges (first odometry within ``MAX_FIRST_OUTPUT_S`` of its start,
-after an in-motion alignment with the yaw from the yaw estimator, no reset), then from
+Checked: the estimator converges (first odometry within ``MAX_FIRST_OUTPUT_S`` of its first
+status, the node being up, after an in-motion alignment with the yaw from the yaw
+estimator, no reset), then from
 ``SETTLE_S`` after its first output on the position on each axis and the yaw stay inside
 their 3-sigma bounds at least 95 % of the time and the horizontal error stays small. The
 figures (time to first output and to yaw within 10 deg, containment per axis, horizontal
@@ -235,7 +236,10 @@ def test_the_late_estimator_converges_in_motion_on_the_yaw_estimator(
           f"{yaw_within - run.started_s:.2f} s; {resets}; IMU samples received "
           f"{100.0 * imu_share:.1f} %; {DURATION_S:g} s flight in {run.wall_s:.1f} s wall")
     assert run.started_s == pytest.approx(START_S, abs=0.05)
-    assert run.started_s < first <= run.started_s + MAX_FIRST_OUTPUT_S
+    # The budget counts from the node being up (its first status): how long its process
+    # takes to start and join the graph on a loaded machine (0.3-2 s) is not convergence.
+    node_up = run.statuses[0][0]
+    assert run.started_s < first <= node_up + MAX_FIRST_OUTPUT_S
     # It flew the figure-eight through the start: an in-motion alignment.
     truth = _e2e._window(series.truth, run.started_s, math.inf)
     speed = np.linalg.norm(truth.velocity_body, axis=1)
