@@ -77,9 +77,14 @@ AHRS, then up to 5 s for its yaw to converge in flight."""
 MIN_INSIDE_THREE_SIGMA = 0.95
 MIN_MATCHED_SHARE = 0.8
 """Share of the nominal 100 Hz estimates after the settling time that must be compared with
-the truth. Not all: on a loaded machine the estimator's best-effort IMU subscription loses
-samples now and then, and an output then takes the next IMU stamp, 5 ms off the truth's
-10 ms grid (``metrics.MATCH_TOLERANCE_S``)."""
+the truth. Not all: an output whose IMU sample was lost takes the next IMU stamp, 5 ms off
+the truth's 10 ms grid (``metrics.MATCH_TOLERANCE_S``)."""
+INPUT_QUEUE_DEPTH = 100
+"""The estimator's ``input_queue_depth`` here. The default (5) drops inputs whenever its
+process is not scheduled for 25 ms of wall time at this pace, as on a loaded 2-core CI
+machine, where a run once received only 82 % of the estimates. Nothing flies on this
+estimate (the controller uses the truth), so the test takes the parameter's other side:
+late rather than lost."""
 MAX_HORIZONTAL_ERROR_M = 0.75
 """Largest horizontal position error after the settling time, m (measured 0.22-0.24 m; the
 GNSS white error is 0.5 m per axis, its correlated part 0.1 m)."""
@@ -179,7 +184,8 @@ def late_start_run(ros_env: dict[str, str], seed: int,
                          overrides={SIMULATOR: {"real_time_factor": PACED_RATE,
                                                 "magnetometer.enabled": False},
                                     ESTIMATOR: {"initial_yaw_deg": math.nan,
-                                                "magnetometer.enabled": False}})
+                                                "magnetometer.enabled": False,
+                                                "input_queue_depth": INPUT_QUEUE_DEPTH}})
     wall_start = time.perf_counter()
     graph = None
     try:
@@ -263,7 +269,9 @@ def test_after_settling_position_and_yaw_stay_inside_three_sigma(
         f"{nominal:.0f} nominal")
     inside = errors.inside_three_sigma()
     checked = {axis: round(inside[axis], 4) for axis in AXES}
-    print(f"\ninside 3 sigma from {first + SETTLE_S:.2f} s: {checked}; all: "
+    print(f"\n{len(errors.time)} of {nominal:.0f} nominal estimates matched to the truth, "
+          f"{len(received)} received; inside 3 sigma from {first + SETTLE_S:.2f} s: "
+          f"{checked}; all: "
           f"{ {k: round(v, 4) for k, v in inside.items()} }")
     outside = {axis: f for axis, f in checked.items() if not f >= MIN_INSIDE_THREE_SIGMA}
     assert not outside, f"inside 3 sigma below {MIN_INSIDE_THREE_SIGMA}: {outside}"
