@@ -48,11 +48,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @pytest.fixture(scope="session")
 def ros_env() -> Iterator[dict[str, str]]:
-    """Environment for ROS processes of this test session, isolated from any other run.
+    """Environment for ROS processes of this test session (``isolated_ros_environment``)."""
+    with isolated_ros_environment() as environment:
+        yield environment
+
+
+@contextlib.contextmanager
+def isolated_ros_environment() -> Iterator[dict[str, str]]:
+    """Environment for ROS processes, isolated from any other run, while in the block.
 
     A random ROS_DOMAIN_ID (1..232) and localhost-only discovery keep parallel
     runs on one machine (and anything on the network) from talking to each
-    other. The same values are set in os.environ for in-process rclpy users.
+    other. The same values are set in os.environ for in-process rclpy users, and
+    restored at the end of the block.
     """
     domain_id = str(random.SystemRandom().randint(1, _MAX_DOMAIN_ID))
     settings = {

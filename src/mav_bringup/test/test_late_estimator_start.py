@@ -3,7 +3,7 @@
 The simulator and the controller fly the figure-eight (the controller on the ground truth,
 as it must without an estimate for the first 20 s), each in its own process, paced on
 /clock, as ``test/test_graph_e2e.py`` runs the graph (its ``DdsGraph`` with the probe's
-recording, ``PeerProcess`` and the ``ros_env`` fixture are imported, not copied; the
+recording, ``PeerProcess`` and the isolated ROS environment are imported, not copied; the
 estimate is compared with the truth by the runner's ``metrics``). The estimator node gets the
 shipped ``config/estimator.yaml`` with ``initial_yaw_deg`` NaN and the magnetometer off
 (simulator and estimator: the path of a vehicle without a compass), so its yaw must come
@@ -57,7 +57,6 @@ def _workspace_test_module(name: str) -> ModuleType:
 
 _peers = _workspace_test_module("conftest")
 _e2e = _workspace_test_module("test_graph_e2e")
-ros_env = _peers.ros_env  # the workspace tests' fixture: an isolated ROS domain
 PeerProcess = _peers.PeerProcess
 DdsGraph = _e2e.DdsGraph
 ESTIMATOR = _e2e.ESTIMATOR
@@ -164,6 +163,14 @@ def seed() -> int:
         if np.all(largest <= _e2e.TYPICAL_DRAW_SIGMAS * sigma):
             return candidate
     raise AssertionError(f"no seed below {_e2e.SEEDS_TRIED} keeps a typical GNSS error")
+
+
+@pytest.fixture(scope="module")
+def ros_env() -> Iterator[dict[str, str]]:
+    """An isolated ROS domain for this module only: the workspace tests' session fixture
+    would stay in os.environ after it, under their own session fixture's domain."""
+    with _peers.isolated_ros_environment() as environment:
+        yield environment
 
 
 @pytest.fixture(scope="module")
