@@ -13,13 +13,11 @@ Four ways of simulating the same vehicle (quadrotor_x.yaml) at 1 kHz physics wit
   the controller and the estimator in this (second) process on one EventsExecutor; wall time
   of the simulator's progress as seen on /clock, from 1 s of sim time (after discovery) on;
 - one process per node: the same with ``controller_node`` and ``estimator_node`` in their own
-  processes, as ``launch/sim.launch.py`` runs them (each on rclpy's default executor);
+  processes, as ``launch/sim.launch.py`` runs them (each on its ``main``'s executor);
 - baseline: ``VehicleSimulator`` alone without ROS, stepped with a constant command just
   above hover (so the vehicle lifts off and flies, as in the graph).
 
-Each figure is the best of ``--repeats`` runs (rclpy's EventsExecutor now and then fires a
-sim-time timer twice for one /clock value and skips the next period, which costs that run one
-``lockstep_timeout_s`` wait). The ratio (graph over core) is the cost of the
+Each figure is the best of ``--repeats`` runs. The ratio (graph over core) is the cost of the
 ROS graph around the core; the real-time factors are sim time over wall time. Issue targets:
 >= 5x for the one-process graph, >= 2x for the simulator process (issue 7); the recorded
 one-process graph >= 15x on the machine of issue 16 (about 3x faster than the 2-core one the

@@ -297,9 +297,7 @@ class DdsGraph:
     The nodes run their own executables (``main()``); they get the runner's parameters
     (``RunOptions.node_parameters``) on top of their parameter files, so this flies the same
     loop as ``mav-sim``, only split over processes. The controller and the estimator are not
-    hosted here: under rclpy's EventsExecutor a sim-time timer now and then fires twice for
-    one /clock value and skips the next period (a lock-step wait of ``lockstep_timeout_s``),
-    and on the SingleThreadedExecutor both nodes plus the probe fall behind the simulator.
+    hosted here: on one executor with the probe they would share its process's one core.
     """
 
     def __init__(self, spawn_peer: Callable[[str, list[str]], PeerProcess],

@@ -33,8 +33,7 @@ SHORT_S = 1.5
 vehicle still sits (take-off at 2.06 s)."""
 PATIENT = {"simulator": {"lockstep_timeout_s": 10.0}}
 """The graph's lock-step waits for the controller's command even on a loaded machine (past
-the timeout it would go on with the held command, which the pipeline never does); a tick
-rclpy's executor skips (``bench/bench_graph.py``) still costs only this wait."""
+the timeout it would go on with the held command, which the pipeline never does)."""
 DATUM = (47.3977, 8.5456, 488.0)
 """config/simulator.yaml's datum (deg, deg, m): the bag's fixes in ENU."""
 
@@ -49,18 +48,16 @@ def _xyz(columns: dict[str, np.ndarray], prefix: str) -> np.ndarray:
 
 
 def _graph_in_lock_step(directory: Path) -> RunSeries:
-    """A recorded ``mav-sim`` run whose lock-step never went on without a command (its
-    simulator's ``lockstep_timeouts`` stayed 0); a run where rclpy's executor skipped a
-    control tick is not the graph's closed loop, and is run again once."""
-    for attempt in range(2):
-        graph = run(RunOptions(duration_s=EQUIVALENCE_S, output_dir=directory / str(attempt),
-                               report=False, progress=False, overrides=PATIENT))
-        assert graph.bag is not None
-        bag = read_run(graph.bag, DATUM)
-        _, timeouts = bag.diagnostics["simulator"]["lockstep_timeouts"]
-        if timeouts[-1] == 0:
-            return bag
-    pytest.fail("mav-sim went on without a controller command in two runs out of two")
+    """A recorded ``mav-sim`` run; its lock-step never went on without a command (the
+    simulator's ``lockstep_timeouts`` stayed 0: the controller ticks once per /clock boundary,
+    ``mav_ros_common.ticks``)."""
+    graph = run(RunOptions(duration_s=EQUIVALENCE_S, output_dir=directory, report=False,
+                           progress=False, overrides=PATIENT))
+    assert graph.bag is not None
+    bag = read_run(graph.bag, DATUM)
+    _, timeouts = bag.diagnostics["simulator"]["lockstep_timeouts"]
+    assert timeouts[-1] == 0
+    return bag
 
 
 def test_the_pipeline_flies_the_graphs_trajectory_bit_for_bit(tmp_path):

@@ -16,7 +16,8 @@ import yaml
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import PoseStamped, WrenchStamped
 from nav_msgs.msg import Odometry
-from rclpy.executors import SingleThreadedExecutor
+from rclpy.executors import Executor, SingleThreadedExecutor
+from rclpy.experimental.events_executor import EventsExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
@@ -53,7 +54,8 @@ class Peer:
     """The controller under test plus a peer node that publishes odometry and setpoints and
     records every output, spun together by one executor."""
 
-    def __init__(self, context: rclpy.Context, parameters: dict[str, object]) -> None:
+    def __init__(self, context: rclpy.Context, parameters: dict[str, object],
+                 executor: type[Executor] = SingleThreadedExecutor) -> None:
         self.controller = ControllerNode(
             context=context,
             parameter_overrides=[Parameter(k, value=v) for k, v in parameters.items()])
@@ -71,7 +73,7 @@ class Peer:
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, qos)
         self.odometry = self.node.create_publisher(Odometry, "trident_ekf/odometry", qos)
         self.setpoint = self.node.create_publisher(PoseStamped, "controller/setpoint", qos)
-        self.executor = SingleThreadedExecutor(context=context)
+        self.executor = executor(context=context)
         self.executor.add_node(self.controller)
         self.executor.add_node(self.node)
 
@@ -125,8 +127,8 @@ class Peer:
 def make_peer(context: rclpy.Context) -> Iterator[Callable[..., Peer]]:
     peers: list[Peer] = []
 
-    def make(**parameters: object) -> Peer:
-        peer = Peer(context, {"diagnostics_period_s": 0.05, **parameters})
+    def make(executor: type[Executor] = SingleThreadedExecutor, **parameters: object) -> Peer:
+        peer = Peer(context, {"diagnostics_period_s": 0.05, **parameters}, executor)
         peers.append(peer)
         return peer
 
@@ -432,15 +434,19 @@ def _rodrigues(rotation_vector: np.ndarray) -> np.ndarray:
         hat @ hat)
 
 
-@pytest.mark.parametrize("telemetry_rate_hz", [100.0, 50.0])
+@pytest.mark.parametrize(("telemetry_rate_hz", "executor"), [
+    (100.0, SingleThreadedExecutor), (50.0, SingleThreadedExecutor), (100.0, EventsExecutor)])
 def test_lockstep_closed_loop_takes_off_and_tracks_the_figure_eight(
-        make_peer, telemetry_rate_hz: float) -> None:
+        make_peer, telemetry_rate_hz: float, executor: type[Executor]) -> None:
     """Sim time driven by the test: at each 10 ms boundary it publishes ground truth and the
     clock, then waits for the command stamped at that boundary, as the simulator does; the
-    reference comes with every command, or with every second one at 50 Hz telemetry."""
-    peer = make_peer(use_sim_time=True, odometry_source="ground_truth", takeoff_delay_s=0.0,
-                     takeoff_duration_s=1.5, figure_eight_size_m=0.5, figure_eight_period_s=4.0,
-                     figure_eight_height_m=1.0, figure_eight_ramp_s=1.0,
+    reference comes with every command, or with every second one at 50 Hz telemetry. Each
+    boundary gets exactly one command, on either executor (the node's ``main`` runs the
+    EventsExecutor, ``mav-sim`` too)."""
+    peer = make_peer(executor, use_sim_time=True, odometry_source="ground_truth",
+                     takeoff_delay_s=0.0, takeoff_duration_s=1.5, figure_eight_size_m=0.5,
+                     figure_eight_period_s=4.0, figure_eight_height_m=1.0,
+                     figure_eight_ramp_s=1.0,
                      telemetry_rate_hz=telemetry_rate_hz)
     telemetry_every_ns = round(1e9 / telemetry_rate_hz)
     truth = peer.node.create_publisher(Odometry, "ground_truth/odometry", QoSProfile(depth=10))

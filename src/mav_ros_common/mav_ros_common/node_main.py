@@ -38,9 +38,21 @@ class ExecutorFactory(Protocol):
     def __call__(self, *, context: Context | None = None) -> Executor: ...
 
 
+SPIN_TIMEOUT_S = 0.1
+"""Longest wait of one ``spin_once`` in ``spin_events`` (s): how soon a shutdown is noticed
+when nothing arrives."""
+
+
 def spin(node: Node, executor: Executor) -> None:
     """The default run: spin until shutdown."""
     executor.spin()
+
+
+def spin_events(node: Node, executor: Executor) -> None:
+    """The run for rclpy's EventsExecutor: deliver one event at a time until shutdown (its
+    ``spin()`` delivers nothing in rclpy 9.1.2; its ``spin_once`` does)."""
+    while executor.context.ok():
+        executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
 
 
 def run_node(node_factory: Callable[[], NodeT], args: list[str] | None = None, *,

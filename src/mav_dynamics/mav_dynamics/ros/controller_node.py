@@ -6,13 +6,13 @@ which the ROS-free closed-loop pipeline runs too; this node declares the paramet
 their changes onto it, converts messages (``convert``), checks the setpoint frame and
 publishes.
 
-Each tick of a timer on the node clock (sim time in simulation) runs ``FlightControl.tick``
-and publishes ``actuator_commands`` (JointState: ``rotor_i`` velocity = rotor speed in
-rad/s, ``tilt_i`` position = tilt angle in rad), and, at ``telemetry_rate_hz``,
-``controller/wrench`` (body wrench in ``base_link``) and ``controller/reference`` (Odometry in
-``map`` of the plan's position and attitude, twist in the reference body frame
-``base_link_reference``); ``/diagnostics`` (status ``controller``) every
-``diagnostics_period_s``.
+Each tick on the node clock (``mav_ros_common.ticks``: /clock-driven on sim time, a timer
+on wall time) runs ``FlightControl.tick`` and publishes ``actuator_commands`` (JointState:
+``rotor_i`` velocity = rotor speed in rad/s, ``tilt_i`` position = tilt angle in rad), and,
+at ``telemetry_rate_hz``, ``controller/wrench`` (body wrench in ``base_link``) and
+``controller/reference`` (Odometry in ``map`` of the plan's position and attitude, twist in
+the reference body frame ``base_link_reference``); ``/diagnostics`` (status ``controller``)
+every ``diagnostics_period_s``.
 
 Idle ticks (before the first odometry and during ``takeoff_delay_s``: motors off) publish
 the idle command too, so a lock-stepped simulator keeps advancing. The take-off, setpoint
@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import PoseStamped, WrenchStamped
 from nav_msgs.msg import Odometry
+from rclpy.experimental.events_executor import EventsExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
@@ -58,11 +59,12 @@ from mav_dynamics.trajectories import Trajectory
 from mav_dynamics.vehicle import ControllerGains, FloatArray
 from mav_dynamics.vehicle_file import load_vehicle
 from mav_geometry import quaternion
-from mav_ros_common import diagnostics
-from mav_ros_common.node_main import run_node
+from mav_ros_common import diagnostics, stamps
+from mav_ros_common.node_main import run_node, spin_events
 from mav_ros_common.parameters import ParameterError, declare_parameters, show
 from mav_ros_common.qos import RELIABLE_10
 from mav_ros_common.resources import ShareNotFoundError, find_named_file
+from mav_ros_common.ticks import create_ticker
 
 NODE_NAME = "controller"
 
@@ -135,7 +137,7 @@ class ControllerNode(Node):
         self.create_subscription(PoseStamped, "controller/setpoint", self._on_setpoint,
                                  RELIABLE_10)
         self._next_diagnostics_ns: int | None = None
-        self.create_timer(self.flight.period_s, self._tick)
+        create_ticker(self, self.flight.period_s, self._tick)
 
     @property
     def controller(self) -> TrackingController:
@@ -189,10 +191,8 @@ class ControllerNode(Node):
     def _now_ns(self) -> int:
         return int(self.get_clock().now().nanoseconds)
 
-    def _tick(self) -> None:
-        now = self.get_clock().now()
-        now_ns = int(now.nanoseconds)
-        stamp = now.to_msg()
+    def _tick(self, now_ns: int) -> None:
+        stamp = stamps.from_ns(now_ns)
         tick = self.flight.tick(now_ns)
         convert.fill_joint_state(self._command, stamp, tick.rotor_speeds, tick.tilt_angles)
         self.command_publisher.publish(self._command)
@@ -242,7 +242,8 @@ class ControllerNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Run the node until interrupted; exit codes as ``mav_ros_common.node_main``."""
-    return run_node(ControllerNode, args, name=NODE_NAME)
+    return run_node(ControllerNode, args, name=NODE_NAME, executor=EventsExecutor,
+                    run=spin_events)
 
 
 if __name__ == "__main__":

@@ -67,7 +67,6 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import PoseWithCovarianceStamped
 from nav_msgs.msg import Odometry
-from rclpy.executors import Executor
 from rclpy.experimental.events_executor import EventsExecutor
 from rclpy.node import Node
 from rclpy.publisher import Publisher
@@ -76,7 +75,7 @@ from std_srvs.srv import Trigger
 from tf2_msgs.msg import TFMessage
 
 from mav_ros_common import diagnostics, stamps
-from mav_ros_common.node_main import run_node
+from mav_ros_common.node_main import run_node, spin_events
 from mav_ros_common.parameters import ParameterError, declare_parameters
 from mav_ros_common.qos import RELIABLE_10, TF
 from trident_ekf.adapters import (
@@ -101,9 +100,8 @@ EXECUTOR = EventsExecutor
 """The executor of ``main``: rclpy's EventsExecutor dispatches a message in about a tenth of
 the SingleThreadedExecutor's time (bench/bench_estimator_node.py), which at a 250 Hz IMU is
 most of the node's cost. Its sim-time timers may fire twice for one /clock value and skip
-the next period; the node's only timer is the diagnostics', where that is harmless."""
-SPIN_TIMEOUT_S = 0.1
-"""Longest wait of one ``spin_once`` (s): how soon a shutdown is noticed without events."""
+the next period (``mav_ros_common.ticks``); the node's only timer is the diagnostics', where
+that is harmless."""
 
 
 class EstimatorNode(Node):
@@ -360,14 +358,7 @@ def _message_class(msgtype: str) -> Any:
 def main(args: list[str] | None = None) -> int:
     """Run the node until shutdown (Ctrl-C or the launch system); exit codes as
     ``mav_ros_common.node_main`` (2 on a bad parameter)."""
-    return run_node(EstimatorNode, args, name=NODE_NAME, executor=EXECUTOR, run=_spin)
-
-
-def _spin(node: EstimatorNode, executor: Executor) -> None:
-    """Deliver until shutdown, one event at a time (rclpy's EventsExecutor.spin() does not
-    deliver here; its spin_once does, as the simulator's loop uses it)."""
-    while executor.context.ok():
-        executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
+    return run_node(EstimatorNode, args, name=NODE_NAME, executor=EXECUTOR, run=spin_events)
 
 
 if __name__ == "__main__":
