@@ -4,7 +4,6 @@ discovery and a private Context per test. A peer node plays estimator and user."
 from __future__ import annotations
 
 import math
-import random
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ from mav_dynamics.ros.controller_node import ControllerNode
 from mav_dynamics.vehicle_file import load_vehicle
 from mav_geometry import quaternion
 from mav_ros_common.parameters import ParameterError
+from mav_ros_common.testing import private_context
 
 VEHICLES = Path(__file__).resolve().parents[3] / "config" / "vehicles"
 WAIT_S = 10.0  # generous bound on every wait; each wait ends as soon as its condition holds
@@ -37,17 +37,9 @@ HOVER_POINT = [1.0, 2.0, 3.0]
 
 
 @pytest.fixture
-def context(monkeypatch: pytest.MonkeyPatch) -> Iterator[rclpy.Context]:
-    """A private rclpy Context on a random domain with localhost-only discovery."""
-    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 232)))
-    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    monkeypatch.delenv("ROS_STATIC_PEERS", raising=False)
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    try:
+def context() -> Iterator[rclpy.Context]:
+    with private_context() as context:
         yield context
-    finally:
-        rclpy.shutdown(context=context)
 
 
 class Peer:

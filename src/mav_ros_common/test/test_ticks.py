@@ -5,7 +5,6 @@ clock caused) and on wall time."""
 from __future__ import annotations
 
 import itertools
-import random
 import time
 from collections.abc import Callable, Iterator
 
@@ -19,6 +18,7 @@ from rosgraph_msgs.msg import Clock
 from std_msgs.msg import Int64
 
 from mav_ros_common.qos import RELIABLE_10
+from mav_ros_common.testing import private_context
 from mav_ros_common.ticks import TOLERANCE_NS, TickSchedule, create_ticker
 
 MS = 1_000_000
@@ -64,17 +64,9 @@ def test_a_period_must_be_positive() -> None:
 
 
 @pytest.fixture
-def context(monkeypatch: pytest.MonkeyPatch) -> Iterator[rclpy.Context]:
-    """A private rclpy Context on a random domain with localhost-only discovery."""
-    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 232)))
-    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    monkeypatch.delenv("ROS_STATIC_PEERS", raising=False)
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    try:
+def context() -> Iterator[rclpy.Context]:
+    with private_context() as context:
         yield context
-    finally:
-        rclpy.shutdown(context=context)
 
 
 def _spin_until(executor: Executor, condition: Callable[[], bool], what: str) -> None:
