@@ -13,7 +13,8 @@ Four ways of simulating the same vehicle (quadrotor_x.yaml) at 1 kHz physics wit
   the controller and the estimator in this (second) process on one EventsExecutor; wall time
   of the simulator's progress as seen on /clock, from 1 s of sim time (after discovery) on;
 - one process per node: the same with ``controller_node`` and ``estimator_node`` in their own
-  processes, as ``launch/sim.launch.py`` runs them (each on its ``main``'s executor);
+  processes, as ``launch/sim.launch.py`` runs them (each on its ``main``'s executor), with
+  the CPU time of each of those processes per sim second (from /proc, Linux);
 - baseline: ``VehicleSimulator`` alone without ROS, stepped with a constant command just
   above hover (so the vehicle lifts off and flies, as in the graph).
 
@@ -100,11 +101,24 @@ def one_process(duration_s: float, output_dir: Path, record: bool = True
     return result.sim_time_s, result.wall_time_s
 
 
-def separate_processes(duration_s: float, log_dir: Path,
-                       feeders_in_bench: bool) -> tuple[float, float]:
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a running process, s (from Linux /proc; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def separate_processes(duration_s: float, log_dir: Path, feeders_in_bench: bool,
+                       cpu_per_sim_s: dict[str, list[float]] | None = None
+                       ) -> tuple[float, float]:
     """(sim time span, wall time span) of the simulator process's /clock from
     ``WARM_UP_SIM_S`` on. The controller and the estimator are hosted in this process on one
-    EventsExecutor (``feeders_in_bench``) or run their own executables (one process each)."""
+    EventsExecutor (``feeders_in_bench``) or run their own executables (one process each);
+    then the CPU time each of their processes spent per sim second over the span is appended
+    to ``cpu_per_sim_s[name]`` (less sensitive to the machine's other load than the span's
+    wall time)."""
     import rclpy
     from rclpy.experimental import EventsExecutor
     from rclpy.node import Node
@@ -116,6 +130,8 @@ def separate_processes(duration_s: float, log_dir: Path,
     components = {c.name: c for c in load_graph(options.graph or default_graph_file())}
     # (sim s, wall s) of the first /clock at or after the warm-up, then of the latest one.
     marks: list[tuple[float, float]] = []
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    cpu_at_first_mark: dict[str, float] = {}
 
     def on_clock(message: Clock) -> None:
         sim = message.clock.sec + 1e-9 * message.clock.nanosec
@@ -123,12 +139,14 @@ def separate_processes(duration_s: float, log_dir: Path,
             point = (sim, time.perf_counter())
             if not marks:
                 marks.append(point)
+                cpu_at_first_mark.update({name: _cpu_seconds(process.pid)
+                                          for name, process in processes.items()
+                                          if name != SIMULATOR})
             marks[1:] = [point]
 
     context = rclpy.Context()
     rclpy.init(context=context, args=[])
     nodes: list[Node] = []
-    processes: dict[str, subprocess.Popen[bytes]] = {}
     deadline = time.monotonic() + PROCESS_TIMEOUT_S
     try:
         clock_node = Node("bench_clock", context=context)
@@ -154,6 +172,8 @@ def separate_processes(duration_s: float, log_dir: Path,
         if simulator.poll() != 0:
             raise RuntimeError(f"simulator process failed or timed out (code {simulator.poll()})"
                                f"; see {log_dir / 'simulator.stderr'}")
+        cpu_used = {name: _cpu_seconds(processes[name].pid) - start
+                    for name, start in cpu_at_first_mark.items()}
     finally:
         for process in processes.values():
             if process.poll() is None:
@@ -170,6 +190,9 @@ def separate_processes(duration_s: float, log_dir: Path,
     too_short = last_sim - first_sim < MIN_SPAN_FRACTION * (duration_s - WARM_UP_SIM_S)
     if too_short or last_sim < duration_s - 0.5:
         raise AssertionError(f"separate processes: /clock seen only over {marks} (sim s, wall s)")
+    if cpu_per_sim_s is not None:
+        for name, seconds in cpu_used.items():
+            cpu_per_sim_s.setdefault(name, []).append(seconds / (last_sim - first_sim))
     return last_sim - first_sim, last_wall - first_wall
 
 
@@ -215,9 +238,11 @@ def main(argv: list[str] | None = None) -> int:
             lambda: one_process(duration, Path(workdir) / "unrecorded", record=False),
             args.repeats)
         print(f"{UNRECORDED}: {duration / walls[UNRECORDED]:.2f}x real time")
+        node_cpu: dict[str, list[float]] = {}
         for name, feeders_in_bench in ((SEPARATE, True), (LAUNCH_LIKE, False)):
             walls[name] = duration * _best_wall_per_sim_second(
-                lambda f=feeders_in_bench: separate_processes(duration, Path(workdir), f),
+                lambda f=feeders_in_bench: separate_processes(duration, Path(workdir), f,
+                                                              node_cpu),
                 args.repeats)
             print(f"{name}: {duration / walls[name]:.2f}x real time")
     results = [Result(f"{name}, {duration:g} s sim", steps, wall, core_s)
@@ -230,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     report = json.loads(json_path.read_text())
     report["real_time_factors"] = factors
     report["targets"] = TARGETS
+    cpu = {name: min(values) for name, values in node_cpu.items()}
+    report["node_cpu_s_per_sim_s"] = cpu
     json_path.write_text(json.dumps(report, indent=2))
     lines = ["", f"n = physics steps ({PHYSICS_RATE_HZ:g} Hz, IMU {IMU_RATE_HZ:g} Hz, GNSS "
              f"{GNSS_RATE_HZ:g} Hz, {VEHICLE}).", "",
@@ -237,6 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     lines += [f"| {name} | {factor:.2f}x | "
               f"{f'>= {TARGETS[name]:g}x' if name in TARGETS else '-'} |"
               for name, factor in factors.items()]
+    lines += ["", f"CPU time of each node process per sim second in '{LAUNCH_LIKE}' (least "
+              "of the runs, after the warm-up; its reciprocal is how fast that process alone "
+              "could go):", "", "| process | CPU s per sim s |", "|---|---:|"]
+    lines += [f"| {EXECUTABLES[name]} | {seconds:.3f} |" for name, seconds in cpu.items()]
     append_and_show(markdown, lines)
     return 0
 
