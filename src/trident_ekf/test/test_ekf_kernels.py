@@ -166,15 +166,16 @@ def test_measurement_update_matches_the_reference(cls: type[ErrorStateFilter], s
         for a, b in zip(ours, theirs, strict=True):
             assert np.allclose(a, b, rtol=1e-11, atol=0.0)
         K = ours[0]
-        # The turn of a real correction (the identity for the baseline: None).
+        # The turn of a real correction (the identity for the baseline: None), as the
+        # orthogonal J_after^T J_before of the conventional Jacobians.
         before = reference.conventional_jacobian()
+        rotation_before = reference.attitude_matrix()
         reference._correct((0.01 * rng.normal(size=n)).tolist())
-        turn = reference._correction_turn(before)
+        turn = reference._correction_turn(rotation_before)
         assert (turn is None) == (cls is BaselineESKF)
+        M = reference.conventional_jacobian().T @ before
         IKH = np.eye(n) - K @ H
-        expected = IKH @ reference.covariance @ IKH.T + K @ R @ K.T
-        if turn is not None:
-            expected = turn @ expected @ turn.T
+        expected = M @ (IKH @ reference.covariance @ IKH.T + K @ R @ K.T) @ M.T
         P = compiled.covariance
         kernels.joseph_update(P, H, R, K, turn)
         assert _relative_difference(P, 0.5 * (expected + expected.T)) < 1e-12
@@ -190,7 +191,7 @@ def test_a_singular_innovation_covariance_is_refused() -> None:
         kernels.innovation(np.eye(n), H, np.eye(3), np.ones(7), K, dx, S_inv)
     with pytest.raises(ValueError, match=r"^K must have 45 elements, got 42$"):
         kernels.innovation(np.eye(n), H, np.eye(3), np.ones(3), K[:14], dx, S_inv)
-    with pytest.raises(ValueError, match=r"^turn must have 225 elements, got 15$"):
+    with pytest.raises(ValueError, match=r"^rotation must have 9 elements, got 15$"):
         kernels.joseph_update(np.eye(n), H, np.eye(3), K, np.eye(n)[0])
 
 

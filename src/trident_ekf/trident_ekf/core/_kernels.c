@@ -698,10 +698,45 @@ static double innovation(const double *P, const double *H, const double *R, cons
     return nis;
 }
 
-/* P <- M [(I - K H) P (I - K H)^T + K R K^T] M^T, symmetrised, in place; M = turn, or the
- * identity when turn is NULL. */
+/* U <- M U M^T for M = blkdiag(I, rotation, rotation, I, ...): the rotation (3 x 3) turns
+ * the velocity and position error blocks (states 3-5 and 6-8). Only those rows and
+ * columns change; each entry sums the same nonzero terms in the same order as the full
+ * product with M. */
+static void turn_blocks(double *U, const double *rotation, Py_ssize_t n) {
+    double rows[6 * MAX_STATES];
+    for (Py_ssize_t block = 0; block < 2; block++) {
+        for (Py_ssize_t i = 0; i < 3; i++) {
+            for (Py_ssize_t j = 0; j < n; j++) {
+                double sum = 0.0;
+                for (Py_ssize_t k = 0; k < 3; k++) {
+                    sum += rotation[i * 3 + k] * U[(3 + 3 * block + k) * n + j];
+                }
+                rows[(3 * block + i) * n + j] = sum;
+            }
+        }
+    }
+    memcpy(U + 3 * n, rows, (size_t)(6 * n) * sizeof(double));
+    for (Py_ssize_t r = 0; r < n; r++) {
+        double *row = U + r * n;
+        double turned[6];
+        for (Py_ssize_t block = 0; block < 2; block++) {
+            for (Py_ssize_t i = 0; i < 3; i++) {
+                double sum = 0.0;
+                for (Py_ssize_t k = 0; k < 3; k++) {
+                    sum += row[3 + 3 * block + k] * rotation[i * 3 + k];
+                }
+                turned[3 * block + i] = sum;
+            }
+        }
+        memcpy(row + 3, turned, sizeof turned);
+    }
+}
+
+/* P <- M [(I - K H) P (I - K H)^T + K R K^T] M^T, symmetrised, in place; M turns the
+ * velocity and position error blocks by `rotation` (turn_blocks), or is the identity when
+ * rotation is NULL. */
 static void joseph_update(double *P, const double *H, const double *R, const double *K,
-                          const double *turn, Py_ssize_t n, Py_ssize_t m) {
+                          const double *rotation, Py_ssize_t n, Py_ssize_t m) {
     double IKH[MAX_STATES * MAX_STATES], T[MAX_STATES * MAX_STATES];
     double U[MAX_STATES * MAX_STATES], KR[MAX_STATES * MAX_MEASUREMENT];
     product(K, H, n, m, n, IKH);
@@ -718,9 +753,8 @@ static void joseph_update(double *P, const double *H, const double *R, const dou
     for (Py_ssize_t i = 0; i < n * n; i++) {
         U[i] += T[i];
     }
-    if (turn != NULL) {
-        product(turn, U, n, n, n, T);
-        product_transposed(T, turn, n, n, n, U);
+    if (rotation != NULL) {
+        turn_blocks(U, rotation, n);
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         for (Py_ssize_t j = i; j < n; j++) {
@@ -1012,10 +1046,11 @@ static PyObject *py_innovation(PyObject *self, PyObject *const *args, Py_ssize_t
 }
 
 PyDoc_STRVAR(joseph_update_doc,
-"joseph_update(P, H, R, K, turn) -> None\n\n"
+"joseph_update(P, H, R, K, rotation) -> None\n\n"
 "P <- M [(I - K H) P (I - K H)^T + K R K^T] M^T, symmetrised, in place: the Joseph-form\n"
-"covariance update with the gain K from innovation, then the re-expression M (n x n) of\n"
-"the error after the correction (turn; None for the identity).");
+"covariance update with the gain K from innovation, then the re-expression M of the error\n"
+"after the correction: M = blkdiag(I3, rotation, rotation, I) turns the velocity and\n"
+"position error blocks (states 3-8) by the 3 x 3 rotation; None for the identity.");
 
 static PyObject *py_joseph_update(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -1047,7 +1082,7 @@ static PyObject *py_joseph_update(PyObject *self, PyObject *const *args, Py_ssiz
     int with_turn = args[4] != Py_None;
     BufferSpec specs[5] = {
         {args[0], n * n, 1, "P"}, {args[1], m * n, 0, "H"}, {args[2], m * m, 0, "R"},
-        {args[3], n * m, 0, "K"}, {args[4], n * n, 0, "turn"},
+        {args[3], n * m, 0, "K"}, {args[4], 9, 0, "rotation"},
     };
     Py_buffer views[5];
     if (get_buffers(specs, 4 + with_turn, views) != 0) {

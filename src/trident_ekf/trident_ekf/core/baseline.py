@@ -134,6 +134,3 @@ class BaselineESKF(ErrorStateFilter):
 
     def conventional_jacobian(self) -> FloatArray:
         return np.eye(self.state_dim)
-
-    def _correction_turn(self, before: FloatArray) -> FloatArray | None:
-        return None  # the errors are the conventional ones: nothing turns

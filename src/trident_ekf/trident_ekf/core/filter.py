@@ -861,18 +861,22 @@ class ErrorStateFilter:
             self._gnss_outcome(m, nis, reason)
         if reason != "accepted":
             return
-        before = self.conventional_jacobian()
+        rotation_before = self.attitude_matrix()
         self._correct(dx.tolist())  # plain floats: numpy scalars slow the scalar hot path 3x
         if not source.drives_status:  # p <- p - (J dx)[POS], the conventional error removed
-            self._aiding_shift = self._aiding_shift - before[POS] @ dx
-        turn = self._correction_turn(before)
+            self._aiding_shift = (self._aiding_shift
+                                  - self.navigation_error_block(rotation_before) @ dx[POS])
+        turn = self._correction_turn(rotation_before)
         if self.compiled:
             _kernels.joseph_update(self.covariance, H, R, K, turn)  # type: ignore[union-attr]
         else:
             IKH = self._eye - K @ H
             P = IKH @ self.covariance @ IKH.T + K @ R @ K.T
             if turn is not None:
-                P = turn @ P @ turn.T
+                M = self._eye.copy()
+                M[VEL, VEL] = turn
+                M[POS, POS] = turn
+                P = M @ P @ M.T
             self.covariance = 0.5 * (P + P.T)
         self._check_covariance()
 
@@ -894,14 +898,17 @@ class ErrorStateFilter:
         K = PHt @ S_inv
         return K, K @ z, S_inv, float(z @ S_inv @ z)
 
-    def _correction_turn(self, before: FloatArray) -> FloatArray | None:
+    def _correction_turn(self, rotation_before: FloatArray) -> FloatArray | None:
         """Reset: the error left after a correction is unchanged in the conventional (ECEF
         velocity and position) coordinates, not in this filter's if they turn with the
-        attitude just corrected (the trident's body-frame errors: there the remaining
-        velocity and position errors turn by -dtheta). M = J_after^T J_before (J
-        orthogonal, ``before`` = J_before) re-expresses the covariance; None for the
-        identity."""
-        turn: FloatArray = self.conventional_jacobian().T @ before
+        attitude just corrected (``body_axis_errors``: there the remaining velocity and
+        position errors turn by -dtheta). M = J_after^T J_before (J orthogonal) re-expresses
+        the covariance; J = blkdiag(I, -C, -C, I, ...), so M turns the velocity and position
+        blocks by C_after^T C_before, returned here (3 x 3; ``rotation_before`` =
+        C_before); None for the identity (ECEF errors)."""
+        if not self.body_axis_errors:
+            return None
+        turn: FloatArray = self.attitude_matrix().T @ rotation_before
         return turn
 
     def _record(self, m: Measurement, z: FloatArray, nis: float) -> None:

@@ -167,15 +167,6 @@ class TridentEKF(ErrorStateFilter):
             C.T @ (np.asarray(p, dtype=float) - p_hat),
         ])
 
-    def _correction_turn(self, before: FloatArray) -> FloatArray | None:
-        """J_after^T J_before = blkdiag(I, C_after^T C_before, C_after^T C_before, I ...):
-        only the velocity and position blocks turn (J_before[VEL, VEL] = -C_before)."""
-        rotation = self.attitude_matrix().T @ -before[VEL, VEL]
-        turn = self._eye.copy()
-        turn[VEL, VEL] = rotation
-        turn[POS, POS] = rotation
-        return turn
-
     def conventional_jacobian(self) -> FloatArray:
         """Corrected J_L^T of §5.6 in this filter's ordering: blkdiag(I, -C, -C, I, I
         (, I))."""
