@@ -16,8 +16,8 @@ Usage: python bench/bench_graph_floor.py [--duration S] [--repeats K] [--output-
   cadence without its causal chain (fewer executor wake-ups than the graph has), and no
   message is built, deserialized or computed on: what the graph would cost if its nodes
   cost nothing.
-- cores: ``mav_bringup.pipeline.run_closed_loop``, the same simulator, estimator and
-  controller cores in one Python loop without ROS (``bench_pipeline.py``).
+- cores: ``bench_pipeline.pipeline``, the same simulator, estimator and controller cores in
+  one Python loop without ROS.
 
 Each figure is the least wall time per sim second over ``--repeats`` rounds. The ceiling of
 this design is one over (floor + cores) per sim second: the real-time factor ``mav-sim``
@@ -38,12 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from bench_graph import _isolated_dds
+from bench_pipeline import pipeline
 from harness import Result, append_and_show, write_report
 
 from mav_bringup.graph.components import default_graph_file, load_graph
 from mav_bringup.graph.recorder import BagRecorder, TopicSpec, message_class, topic_specs
 from mav_bringup.graph.runner import RunOptions, _create_nodes, run
-from mav_bringup.pipeline import LoopOptions, run_closed_loop
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results"
 TARGET = 15.0  # issue 16: mav-sim default demo, recorded
@@ -170,12 +170,6 @@ def _spin_until(executor: Any, done: Callable[[], bool]) -> None:
         executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
 
 
-def cores_run(duration_s: float) -> tuple[float, float]:
-    """(sim s, wall s of the loop) of the ROS-free pipeline."""
-    metrics = run_closed_loop(LoopOptions(duration_s=duration_s)).metrics
-    return float(metrics["sim_time_s"]), float(metrics["wall_time_s"])
-
-
 def _rounds(repeats: int) -> Iterator[int]:
     for k in range(repeats):
         print(f"round {k + 1}/{repeats}", file=sys.stderr)
@@ -205,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             messages = sum(rates.values())
             floor = floor_run(groups, specs, consumers, Path(workdir) / f"floor_{k}")
             best["floor"] = min(best["floor"], floor / span)
-            sim, wall = cores_run(args.duration)
+            sim, wall = pipeline(args.duration)
             best["cores"] = min(best["cores"], wall / sim)
     ceiling = best["floor"] + best["cores"]
     results = [Result(f"{name}, per sim s", messages, best[name], best["mav-sim"])
