@@ -9,10 +9,13 @@ suppress scheduler noise); results go to JSON and a Markdown table.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import platform
+import tempfile
 import timeit
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +43,28 @@ class Result:
     def ratio(self) -> float:
         """Our time over the baseline's: below 1 is faster than the baseline."""
         return self.ours_s / self.baseline_s
+
+
+@contextlib.contextmanager
+def installed_bytecode() -> Iterator[None]:
+    """Child interpreters started inside keep their compiled modules in a temporary folder
+    (``PYTHONPYCACHEPREFIX``), as an installed package has them (pip and colcon byte-compile
+    on install), even where ``PYTHONDONTWRITEBYTECODE`` is set, as some containers do: there
+    a source tree never byte-compiled would compile every module at every start. A child's
+    first run fills the cache; the environment is restored on leaving."""
+    saved = {name: os.environ.get(name)
+             for name in ("PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")}
+    with tempfile.TemporaryDirectory(prefix="bench-pycache-") as cache:
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        os.environ["PYTHONPYCACHEPREFIX"] = cache
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 def best_time(function: Callable[[], Any], repeats: int, min_loop_s: float = 0.05) -> float:

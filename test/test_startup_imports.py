@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from bench_startup import NODES, TOOLS, console_scripts
 
 COMMANDS = [*TOOLS, *NODES]
-"""Imported in this order (mav-sim first: its --help path is checked alone)."""
+"""Imported in this order (mav-sim and mav-keystore first: their paths are checked alone)."""
 NEVER_AT_START = ["matplotlib", "scipy.stats", "scipy.optimize", "scipy.integrate",
                   "scipy.spatial", "pymavlink"]
 """Loaded only by a report, a reference integrator, a conversion to scipy's Rotation or a
@@ -25,7 +25,10 @@ DataFlash import, never by importing a command."""
 NOT_FOR_MAV_SIM_HELP = ["rclpy", "numpy", "yaml", "scipy", "rosbags",
                         "variational_sim.ros.simulator_node"]
 """``mav-sim`` loads rclpy, numpy, the graph's nodes and the recorder when it runs, not for
-``--help`` (its module needs argparse only)."""
+``--help`` (its module needs argparse only); ``mav-keystore`` loads rclpy and the nodes only
+to read their endpoints."""
+LEAN_COMMANDS = ["mav-sim", "mav-keystore"]
+"""Loaded first, in this order: none of ``NOT_FOR_MAV_SIM_HELP`` may come with them."""
 
 # Imports each module in turn and prints, per module, the watched modules it added.
 PROBE = """
@@ -55,7 +58,8 @@ def test_importing_a_command_loads_no_report_or_solver_module():
     loaded = {command: added[module] for command, module in modules.items()}
     assert {command: [name for name in names if name in NEVER_AT_START]
             for command, names in loaded.items()} == {command: [] for command in COMMANDS}
-    assert loaded["mav-sim"] == []
+    assert {command: loaded[command] for command in LEAN_COMMANDS} == {
+        command: [] for command in LEAN_COMMANDS}
     # The probe sees what is loaded: trident-replay's bag reader needs rosbags' interface
     # types, and it is the first command here to load them. (Not scipy any more: the
     # chi-square gates of the default probabilities are tabulated, core.chi_square.)

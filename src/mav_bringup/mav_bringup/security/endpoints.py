@@ -15,13 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-import rclpy
-from rclpy.context import Context
-from rclpy.node import Node
+from typing import TYPE_CHECKING
 
 from mav_bringup.discovery import forced_range
-from mav_bringup.graph.components import default_graph_file, load_graph
+
+if TYPE_CHECKING:
+    from rclpy.node import Node
 
 OPERATOR = "operator"
 OPERATOR_NODE_NAMES = (OPERATOR, "_ros2cli_*")
@@ -64,6 +63,13 @@ def own_endpoints(node: Node) -> Endpoints:
 
 def graph_endpoints(graph_file: Path | None = None) -> dict[str, Endpoints]:
     """Every node of the simulation graph by name, and the operator (``OPERATOR``)."""
+    # rclpy and the graph's node classes only here: mav-keystore --help needs neither
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.node import Node
+
+    from mav_bringup.graph.components import default_graph_file, load_graph
+
     components = load_graph(graph_file or default_graph_file())
     context = Context()
     with forced_range("OFF"):  # the nodes are only looked at: they talk to nobody
