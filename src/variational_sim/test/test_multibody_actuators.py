@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from mav_geometry import quaternion as Q
 from variational_sim.experiments.common import fly_hopper
@@ -135,3 +136,37 @@ def test_uncommanded_actuator_applies_no_torque_at_any_speed() -> None:
         assert abs(integrator.energy(passive) - energy0) < 1e-4 * energy0
         braked = integrator.step(state, np.zeros(2))
         assert braked.torques[0] < -1.0
+
+
+def test_bad_inputs_are_rejected_with_what_is_allowed() -> None:
+    """Motor commands must be finite and in [-1, 1], torques finite, one per actuator; the
+    reference and the compiled step check alike (before any solve)."""
+    for compiled in (True, False):
+        for motor_commands in (True, False):
+            integrator, state = _spinning_leg(np.zeros(3))
+            integrator = VariationalMultibody(integrator.mechanism, STEP, compiled=compiled,
+                                              motor_commands=motor_commands)
+            unit = ("motor commands in \\[-1, 1\\]" if motor_commands
+                    else "actuator torques \\(N m\\)")
+            for bad in ([0.5, np.nan], [np.inf, 0.0], [0.1, -np.inf], [0.5], [0.1, 0.2, 0.3],
+                        [[0.1, 0.2]]):
+                with pytest.raises(ValueError, match=f"inputs must be 2 finite {unit}"):
+                    integrator.step(state, bad)
+            out_of_range = [1.0 + 1e-12, 0.0]
+            if motor_commands:
+                with pytest.raises(ValueError, match="motor commands in"):
+                    integrator.step(state, out_of_range)
+            else:  # a torque beyond the envelope is clamped, not refused
+                assert np.all(np.isfinite(integrator.step(state, [80.0, -80.0]).torques))
+            assert np.all(np.isfinite(integrator.step(state, [1.0, -1.0]).positions))
+
+
+def test_bodies_and_joints_are_found_by_name_or_named_in_the_error() -> None:
+    hopper = fly_hopper()
+    assert [hopper.index(body.name) for body in hopper.bodies] == list(range(5))
+    assert hopper.index("world") == -1
+    assert [hopper.joint(joint.name) for joint in hopper.joints] == list(hopper.joints)
+    with pytest.raises(KeyError, match="no body named 'foot'"):
+        hopper.index("foot")
+    with pytest.raises(KeyError, match="no joint named 'ankle'"):
+        hopper.joint("ankle")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 import matplotlib
@@ -49,7 +50,7 @@ def hold_commands(mechanism: Mechanism, state: MultibodyState,
     """
     commands = []
     for actuator in mechanism.actuators:
-        error = (np.radians(targets_deg[actuator.joint])
-                 - joint_angle(mechanism, actuator.joint, state.quaternions))
-        commands.append(gain * float(error) / actuator.peak_torque)
-    return np.clip(commands, -1.0, 1.0)
+        error = (math.radians(targets_deg[actuator.joint])
+                 - float(joint_angle(mechanism, actuator.joint, state.quaternions)))
+        commands.append(gain * error / actuator.peak_torque)
+    return np.minimum(np.maximum(commands, -1.0), 1.0)  # NaN stays NaN: the step rejects it

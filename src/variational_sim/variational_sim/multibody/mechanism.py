@@ -8,6 +8,7 @@ parent of a joint may be ``WORLD`` (a fixed frame at the world origin, ENU, z up
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -131,19 +132,26 @@ class Mechanism:
 
     def index(self, body: str) -> int:
         """Index of a body by name; ``-1`` for ``WORLD``."""
-        if body == WORLD:
-            return -1
-        for i, candidate in enumerate(self.bodies):
-            if candidate.name == body:
-                return i
-        raise KeyError(f"no body named {body!r}")
+        try:
+            return self._body_indices[body]
+        except KeyError:
+            raise KeyError(f"no body named {body!r}") from None
 
     def joint(self, name: str) -> Joint:
         """The joint called ``name``."""
-        for joint in self.joints:
-            if joint.name == name:
-                return joint
-        raise KeyError(f"no joint named {name!r}")
+        try:
+            return self._joints_by_name[name]
+        except KeyError:
+            raise KeyError(f"no joint named {name!r}") from None
+
+    # Lookups by name, made once: controllers ask for joints and bodies at every step.
+    @cached_property
+    def _body_indices(self) -> dict[str, int]:
+        return {WORLD: -1} | {body.name: i for i, body in enumerate(self.bodies)}
+
+    @cached_property
+    def _joints_by_name(self) -> dict[str, Joint]:
+        return {joint.name: joint for joint in self.joints}
 
     @property
     def masses(self) -> FloatArray:
