@@ -14,12 +14,12 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
 from ament_index_python.packages import PackageNotFoundError, get_package_prefix
 
 from mav_bringup import discovery
 from mav_bringup.graph import fleet
 from mav_bringup.graph.components import Component
+from mav_geometry.yaml_file import parse_yaml
 from mav_ros_common.resources import config_file
 
 RVIZ_PACKAGE = "rviz2"
@@ -86,7 +86,7 @@ def fleet_node_arguments(configurations: Mapping[str, str]) -> list[dict[str, An
     for k, vehicle_file in enumerate(files):
         for package, executable, name, parameter_file in FLEET_NODES:
             component = Component(name, "", config_file(parameter_file))
-            values = dict(yaml.safe_load(component.parameters.read_text())[name][
+            values = dict(parse_yaml(component.parameters.read_text())[name][
                 "ros__parameters"])
             values.update(fleet.vehicle_parameters(component, k, vehicle_file, spacing))
             if name == fleet.CONTROLLER:

@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from mav_geometry.yaml_file import REASON_CHARACTERS, finite_number, read_yaml
+from mav_geometry.yaml_file import (
+    C_PARSER_MAX_DEPTH,
+    REASON_CHARACTERS,
+    depth_bound,
+    finite_number,
+    parse_yaml,
+    read_yaml,
+)
 
 
 class WidgetError(ValueError):
@@ -81,10 +92,75 @@ def test_a_long_reason_is_cut(tmp_path: Path) -> None:
     assert len(reason) == REASON_CHARACTERS
 
 
+@pytest.mark.parametrize("text", [
+    "[" * 100_000 + "]" * 100_000,
+    "- " * 50_000 + "x\n",
+    "".join(" " * depth + "key:\n" for depth in range(3000)),
+], ids=["flow", "compact-block", "indented-block"])
+def test_nesting_too_deep_for_python_is_nested_too_deeply_not_a_crash(
+        tmp_path: Path, text: str) -> None:
+    """libyaml's parser would overflow the C stack on these (the process dies): they go to
+    the pure-Python parser, which stops at the recursion limit."""
+    assert depth_bound(text) > C_PARSER_MAX_DEPTH
+    path = tmp_path / "deep.yaml"
+    path.write_text(text)
+    assert _rejected(path) == f"widget file {path}: not valid YAML (nested too deeply)"
+
+
 def test_600_deep_nesting_is_nested_too_deeply(tmp_path: Path) -> None:
     path = tmp_path / "deep.yaml"
     path.write_text("[" * 600 + "]" * 600)
     assert _rejected(path) == f"widget file {path}: not valid YAML (nested too deeply)"
+
+
+SHIPPED = sorted((Path(__file__).resolve().parents[3] / "config").rglob("*.yaml"))
+
+awkward = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=40)
+
+
+def test_the_shipped_files_read_the_same_with_either_parser() -> None:
+    assert len(SHIPPED) > 20
+    for path in SHIPPED:
+        text = path.read_text()
+        assert parse_yaml(text) == yaml.safe_load(text), path
+
+
+@settings(max_examples=150, deadline=None)
+@given(document=awkward, flow=st.booleans())
+def test_any_document_reads_the_same_with_either_parser_and_within_its_depth_bound(
+        document: Any, flow: bool) -> None:
+    text = yaml.safe_dump(document, default_flow_style=flow)
+    expected = yaml.safe_load(text)
+    loaded = parse_yaml(text)
+    assert _same(loaded, expected)
+    assert _depth(expected) <= depth_bound(text)
+
+
+def test_without_libyaml_the_python_parser_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(yaml, "CSafeLoader")
+    assert parse_yaml("a: [1, {b: .nan}]\n")["a"][0] == 1
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, NaN equal to NaN."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def _depth(document: Any) -> int:
+    if isinstance(document, list | dict):
+        items = document.values() if isinstance(document, dict) else document
+        return 1 + max(map(_depth, items), default=0)
+    return 0
 
 
 @pytest.mark.parametrize(("value", "expected"), [

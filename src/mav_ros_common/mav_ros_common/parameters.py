@@ -112,8 +112,8 @@ def _as_float(number: int | float) -> float:
     """A number as a float; an integer beyond float range as infinity (out of any range)."""
     try:
         return float(number)
-    except OverflowError:
-        return math.copysign(math.inf, number)
+    except OverflowError:  # only an int: its sign by comparison (copysign converts it too)
+        return math.inf if number > 0 else -math.inf
 
 
 def _sequence(value: Any) -> list[Any] | None:

@@ -152,6 +152,9 @@ def test_check_accepts_and_normalises(index: int, value: Any, expected: Any) -> 
     (8, [1.0, 0.0, 1.0], ["'override' = [1.0, 0.0, 1.0]", "or unset"]),
     (6, None, ["'offset_m' = None"]),
     (9, 91.0, ["'datum_deg' = 91.0", "or NaN"]),
+    (1, 10**400, ["'gain' = ", "[0.1, 10.0]"]),  # beyond float range, either sign
+    (1, -(10**400), ["'gain' = ", "[0.1, 10.0]"]),
+    (7, [1.0, 10**400], ["in [0.0, 100.0]"]),
 ])
 def test_check_refuses_with_name_value_and_what_is_allowed(index: int, value: Any,
                                                            words: list[str]) -> None:

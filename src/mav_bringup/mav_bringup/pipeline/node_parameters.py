@@ -14,6 +14,7 @@ from mav_bringup.graph.components import default_graph_file, load_graph
 from mav_dynamics.ros import parameters as controller_parameters
 from mav_dynamics.ros.parameters import ControllerSettings, controller_settings
 from mav_geometry.shown import shown
+from mav_geometry.yaml_file import parse_yaml
 from mav_ros_common.parameter_file import read_node_parameters
 from mav_ros_common.parameters import ParameterError, ParameterSpec, Values
 from trident_ekf.ros import parameters as estimator_parameters
@@ -49,7 +50,7 @@ def _setup(node: str, specs: Sequence[ParameterSpec], build: Callable[[Values], 
     """A node's values from its file and overrides, and its settings; ValueError naming
     the node (and the file, parameter and value where one is at fault)."""
     try:
-        values = read_node_parameters(specs, node, path, overrides)
+        values = read_node_parameters(specs, node, path, overrides, parse_yaml)
         return NodeSetup(values, build(values))
     except ValueError as error:
         name = error.name if isinstance(error, ParameterError) else None

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mav_geometry.yaml_file import parse_yaml
 from mav_ros_common.parameter_file import read_node_parameters
 from mav_ros_common.parameters import Values
 from trident_ekf.ros.parameters import SPECS
@@ -19,4 +20,4 @@ def read_parameter_file(path: Path, overrides: Mapping[str, Any] | None = None) 
     """Every estimator parameter from ``path`` and ``overrides`` as
     ``mav_ros_common.parameter_file.read_node_parameters`` reads them (ValueError naming the
     file)."""
-    return read_node_parameters(SPECS, NODE, path, overrides)
+    return read_node_parameters(SPECS, NODE, path, overrides, parse_yaml)
