@@ -464,7 +464,7 @@ def baselines(repeats: int, output_dir: Path) -> None:
 
 
 def main() -> None:
-    arguments = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    arguments = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     arguments.add_argument("--repeats", type=int, default=3, help="timing repeats (>= 1)")
     arguments.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT,
                            help=f"where to write the reports (default {DEFAULT_OUTPUT})")
