@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -84,7 +85,7 @@ def test_a_pip_install_is_found_through_its_record(monkeypatch, tmp_path, nowher
             self.files = [Recorded(f"../../share/{PACKAGE}/package.xml"),
                           Recorded("fake_bringup_for_tests/__init__.py")]
 
-    monkeypatch.setattr(resources.metadata, "distribution",
+    monkeypatch.setattr(metadata, "distribution",
                         lambda name: Distribution() if name == PACKAGE else None)
     assert package_share(PACKAGE) == share.resolve()
 
