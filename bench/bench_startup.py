@@ -10,9 +10,11 @@ installed package keeps them; a source tree never byte-compiled, run with
 more for a whole run):
 
 - ``import``: the import of a command's entry module, timed inside the child around the
-  import alone (interpreter start-up excluded) in CPU time of the child (imports are
-  CPU-bound; CPU time holds on a machine other work shares, wall time does not), against
-  importing ``rclpy``, which every node and ``mav-sim`` needs anyway;
+  import alone (interpreter start-up excluded) in CPU time of the importing thread (imports
+  are CPU-bound; CPU time holds on a machine other work shares, wall time does not; the
+  process's CPU time would also count the 0.1 s that OpenBLAS's worker threads spin on
+  other cores while numpy loads, which delays nothing), against importing ``rclpy``, which
+  every node and ``mav-sim`` needs anyway;
 - ``--help``: wall time of the command with ``--help``, run as its console script runs it
   (``from module import main; sys.exit(main())``), against the wall time of
   ``python -c "import rclpy"``;
@@ -53,13 +55,14 @@ RUNNER_MODULE = "mav_bringup.graph.runner"
 BASELINE_MODULE = "rclpy"
 CHILD_TIMEOUT_S = 120.0
 
-# Child: import the modules named on its command line; print the CPU seconds that took.
+# Child: import the modules named on its command line; print the CPU seconds that took in
+# this thread (not the process: OpenBLAS starts spinning worker threads when numpy loads).
 IMPORT_PROBE = """
 import importlib, sys, time
-start = time.process_time()
+start = time.thread_time()
 for module in sys.argv[1:]:
     importlib.import_module(module)
-print(time.process_time() - start)
+print(time.thread_time() - start)
 """
 
 
@@ -93,7 +96,8 @@ def _child(arguments: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def import_time(modules: list[str]) -> float:
-    """CPU seconds a fresh interpreter takes to import ``modules`` (in order)."""
+    """CPU seconds a fresh interpreter's main thread takes to import ``modules`` (in
+    order)."""
     return float(_child(["-c", IMPORT_PROBE, *modules]).stdout.split()[-1])
 
 
