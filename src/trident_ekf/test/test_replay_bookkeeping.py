@@ -1,14 +1,17 @@
-"""The filter's duplicate-measurement bookkeeping: the (stamp, source) keys it holds for the
-queued and applied measurements stay exactly those of the queue and the history window
-through queueing, applying, rewinds for delayed measurements and eviction."""
+"""The filter's delayed-measurement history. Its duplicate-measurement bookkeeping: the
+(stamp, source) keys it holds for the queued and applied measurements stay exactly those of
+the queue and the history window through queueing, applying, rewinds for delayed
+measurements and eviction. Its snapshots: how far apart they are changes no result."""
 
 from __future__ import annotations
 
 from collections import Counter
 
 import numpy as np
+import pytest
 
 from trident_ekf.core import FilterConfig, TridentEKF
+from trident_ekf.core import filter as filter_module
 from trident_ekf.core.simulation import SensorModel, Trajectory, simulate
 
 DATA = simulate(Trajectory(), SensorModel(), 4.0, imu_rate=100.0,
@@ -58,3 +61,44 @@ def test_duplicates_are_found_in_the_queue_the_history_and_after_a_rewind():
     assert (counts["late"], counts["duplicate"]) == (1, resent)
     filter_.reset()
     assert not filter_._held
+
+
+def _run_with_late_fixes(decimation: int) -> TridentEKF:
+    """The first 3 s of the log with every other fix 2.5 IMU samples late and every fifth
+    0.3 s late (a rewind over several snapshots and applied fixes)."""
+    filter_ = TridentEKF(FilterConfig(covariance_decimation=decimation))
+    truth = DATA.truth
+    filter_.initialize(0.0, truth["q"][0], truth["v"][0], truth["p"][0], SIGMAS,
+                       DATA.gyro_bias[0], DATA.accel_bias[0])
+    arrivals = DATA.gnss_time + np.where(np.arange(DATA.gnss_time.size) % 5 == 0, 0.3,
+                                         0.025 * (np.arange(DATA.gnss_time.size) % 2))
+    order = np.argsort(arrivals, kind="stable")
+    j = 0
+    for k in range(1, DATA.imu_time.size):
+        t = DATA.imu_time[k]
+        if t > 3.0:
+            break
+        while j < order.size and arrivals[order[j]] <= t:
+            _fix(filter_, int(order[j]))
+            j += 1
+        filter_.process_imu(t, DATA.gyro[k], DATA.accel[k])
+    return filter_
+
+
+@pytest.mark.parametrize("decimation", [1, 4])
+@pytest.mark.parametrize("spacing", [0.0, 0.3])
+def test_the_snapshot_spacing_does_not_change_the_estimate(monkeypatch, decimation, spacing):
+    """A rewind restarts from the last snapshot before the delayed stamp and re-runs the same
+    arithmetic from there: a snapshot before every sample, or one every 0.3 s, gives the
+    estimate of the default spacing bit for bit, with the same counts."""
+    default = _run_with_late_fixes(decimation)
+    monkeypatch.setattr(filter_module, "SNAPSHOT_SPACING", spacing)
+    other = _run_with_late_fixes(decimation)
+    assert len(other._snapshots) != len(default._snapshots)  # the spacing did change
+    assert default.aid_status["gnss_position"].counts["delayed"] >= 5
+    for a, b in zip(default.nominal(), other.nominal(), strict=True):
+        assert np.array_equal(a, b)
+    assert np.array_equal(default.covariance, other.covariance)
+    assert default.counts() == other.counts()
+    for name, status in default.aid_status.items():
+        assert other.aid_status[name].nis_sum == pytest.approx(status.nis_sum, rel=1e-12)

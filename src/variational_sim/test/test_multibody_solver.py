@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from variational_sim.experiments import drop_test
-from variational_sim.experiments.common import fly_hopper, hold_commands
+from variational_sim.experiments.common import PoseHold, fly_hopper
 from variational_sim.multibody.contact import (
     PAIRS,
     ContactVariationalMultibody,
@@ -32,9 +32,10 @@ def _drop(options: InteriorPointOptions) -> tuple[list, list[int]]:
                                              options=options)
     positions, quaternions = nominal_configuration(hopper)
     state = integrator.initial_state(positions, quaternions, np.zeros((5, 6)))
+    hold = PoseHold(hopper, NOMINAL_ANGLES_DEG, drop_test.HOLD_GAIN)
     states, iterations = [], []
     for _ in range(DROP_STEPS):
-        commands = hold_commands(hopper, state, NOMINAL_ANGLES_DEG, drop_test.HOLD_GAIN)
+        commands = hold.commands(hold.angles(state))
         state = integrator.step(state, commands)
         states.append(state)
         iterations.append(integrator.statistics.last_iterations)

@@ -63,6 +63,11 @@ RESET_VELOCITY_AGE = 0.1  # s: a GNSS velocity this close to a reset fix resets 
 GNSS_PERIOD_WINDOW = 15
 GNSS_PERIOD_MIN_INTERVALS = 3
 ASSUMED_GNSS_PERIOD = 1.0  # s
+SNAPSHOT_SPACING = 0.02
+"""Least time between two history snapshots, s. A rewind restarts from the last snapshot
+before the delayed stamp and re-runs the same arithmetic from there, so the result does not
+depend on it: wider spacing saves a snapshot per IMU sample at high rates and costs each
+rewind up to this much more re-run IMU data."""
 # Covariance accumulators (ErrorStateFilter._acc, one float64 array the compiled kernels
 # update in place): the rate (3) and force (3) integrals over the samples not yet folded
 # into the covariance, their time, and the sampling-noise variances (attitude, velocity).
@@ -197,7 +202,8 @@ class ErrorStateFilter:
         self._held: Counter[tuple[float, str]] = Counter()
         self._replaying = False
         self._rewinding: list[Measurement] = []  # the delayed ones a rewind applies
-        self._sample_index = 0
+        self._next_snapshot = -math.inf  # filter time from which the next one is taken
+        self._trim_from = math.inf  # the second snapshot's time: trim once it is past
         self._gate: dict[int, float] = {}
         self._q_error = np.zeros(dim)  # diagonal of B Q_c B^T (both filters: isotropic)
         self._eye = np.eye(dim)
@@ -437,11 +443,12 @@ class ErrorStateFilter:
         if fault is not None:
             self.imu_counts[fault] += 1
             return False
+        gyro_sample, accel_sample = (gx, gy, gz), (ax, ay, az)
         if self.config.history_length > 0.0:
-            self._remember(t, (gx, gy, gz), (ax, ay, az))
+            self._remember(t, gyro_sample, accel_sample)
         if not self._replaying:  # a replayed sample was counted the first time
             self.imu_counts["accepted"] += 1
-        self._sampling_noise((gx, gy, gz), (ax, ay, az), dt)
+        self._sampling_noise(gyro_sample, accel_sample, dt)
         if dt > self.config.max_imu_interval:
             if not self._replaying:
                 self.imu_counts["gap"] += 1
@@ -640,7 +647,8 @@ class ErrorStateFilter:
         self._imu_history.clear()
         self._snapshots.clear()
         self._applied.clear()
-        self._sample_index = 0
+        self._next_snapshot = -math.inf
+        self._trim_from = math.inf
         self._recount_held()
 
     def _recount_held(self) -> None:
@@ -1021,17 +1029,27 @@ class ErrorStateFilter:
         self.augmented = dict(state.augmented)
 
     def _remember(self, t: float, gyro: Vector3, accel: Vector3) -> None:
-        """Snapshot the state before every ``covariance_decimation``-th sample, keep the
-        sample, and forget what is older than ``history_length``."""
-        if self._sample_index % self.config.covariance_decimation == 0:
-            self._snapshots.append(self._snapshot())
-        self._sample_index += 1
+        """Snapshot the state before this sample if the last snapshot is
+        ``SNAPSHOT_SPACING`` old, keep the sample, and forget what is older than
+        ``history_length`` (checked against one stored time: this runs every sample)."""
+        snapshots = self._snapshots
+        if self.time >= self._next_snapshot:
+            snapshots.append(self._snapshot())
+            self._next_snapshot = self.time + SNAPSHOT_SPACING
+            if len(snapshots) == 2:
+                self._trim_from = self.time
         if not self._replaying:
             self._imu_history.append((t, gyro, accel))
         horizon = t - self.config.history_length
+        if horizon >= self._trim_from:
+            self._trim_history(horizon)
+
+    def _trim_history(self, horizon: float) -> None:
+        """Keep the last snapshot at or before ``horizon`` (s) and everything after it."""
         snapshots = self._snapshots
         while len(snapshots) > 1 and snapshots[1].time <= horizon:
             snapshots.popleft()
+        self._trim_from = snapshots[1].time if len(snapshots) > 1 else math.inf
         oldest = snapshots[0].time
         while self._imu_history and self._imu_history[0][0] <= oldest:
             self._imu_history.popleft()
@@ -1048,6 +1066,8 @@ class ErrorStateFilter:
         while len(self._snapshots) > 1 and self._snapshots[-1].time >= oldest:
             self._snapshots.pop()
         snapshot = self._snapshots.pop()  # re-taken by the first replayed sample
+        self._next_snapshot = -math.inf
+        self._trim_from = self._snapshots[1].time if len(self._snapshots) > 1 else math.inf
         start = snapshot.time
         samples = [record for record in self._imu_history if record[0] > start]
         replayed = [item for item in self._applied if item[0].time > start]
@@ -1058,7 +1078,6 @@ class ErrorStateFilter:
             self.aid_status[m.source].nis_count -= reason == "accepted"
         self._applied = deque(item for item in self._applied if item[0].time <= start)
         self._restore(snapshot)
-        self._sample_index = 0
         # Stable sort: a stamp's measurements stay in arrival order, the delayed ones last.
         self._pending = sorted([*self._pending, *requeue, *delayed], key=lambda m: m.time)
         self._recount_held()

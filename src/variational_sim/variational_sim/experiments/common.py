@@ -40,17 +40,31 @@ def output_dir(path: Path) -> Path:
     return path
 
 
-def hold_commands(mechanism: Mechanism, state: MultibodyState,
-                  targets_deg: dict[str, float], gain: float) -> FloatArray:
+class PoseHold:
     """Motor commands in [-1, 1] holding the actuated joints at ``targets_deg`` (deg).
 
     ``gain`` (N m/rad) sets the stall torque per unit angle error, saturating at full
     voltage; the damping comes from the motor's back-EMF line (and the drives' speed
-    loop), solved implicitly by the integrator (``motor_commands``).
+    loop), solved implicitly by the integrator (``motor_commands``). The joints, targets
+    and peak torques are looked up once: the experiments call it every step.
     """
-    commands = []
-    for actuator in mechanism.actuators:
-        error = (math.radians(targets_deg[actuator.joint])
-                 - float(joint_angle(mechanism, actuator.joint, state.quaternions)))
-        commands.append(gain * error / actuator.peak_torque)
-    return np.minimum(np.maximum(commands, -1.0), 1.0)  # NaN stays NaN: the step rejects it
+
+    def __init__(self, mechanism: Mechanism, targets_deg: dict[str, float],
+                 gain: float) -> None:
+        self.mechanism = mechanism
+        self.joints = tuple(actuator.joint for actuator in mechanism.actuators)
+        """The actuated joints, in actuator order (the order of the commands)."""
+        self._targets = np.array([math.radians(targets_deg[j]) for j in self.joints])
+        self._gain = gain
+        self._peak_torques = np.array([a.peak_torque for a in mechanism.actuators])
+
+    def angles(self, state: MultibodyState) -> FloatArray:
+        """The actuated joints' angles (rad), in actuator order."""
+        return np.array([joint_angle(self.mechanism, j, state.quaternions)
+                         for j in self.joints])
+
+    def commands(self, angles: FloatArray) -> FloatArray:
+        """The commands for the actuated joints at ``angles`` (rad, from ``angles``)."""
+        commands = self._gain * (self._targets - angles) / self._peak_torques
+        bounded: FloatArray = np.minimum(np.maximum(commands, -1.0), 1.0)
+        return bounded  # NaN stays NaN: the step rejects it

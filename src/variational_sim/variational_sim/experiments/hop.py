@@ -14,13 +14,14 @@ centre of mass and the flight time.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 from mav_geometry.arrays import FloatArray
-from variational_sim.experiments.common import fly_hopper, hold_commands, output_dir, parser
+from variational_sim.experiments.common import PoseHold, fly_hopper, output_dir, parser
 from variational_sim.multibody.contact import (
     DEFAULT_OPTIONS,
     ContactVariationalMultibody,
@@ -31,7 +32,6 @@ from variational_sim.multibody.hopper import (
     with_vertical_guide,
 )
 from variational_sim.multibody.integrator import MultibodyState
-from variational_sim.multibody.kinematics import joint_angle
 
 EXTENDED_DEG = 60.0
 """Hip separation hip2 - hip0 (deg) that ends the push (nominal 120, flat leg 0)."""
@@ -91,42 +91,45 @@ def simulate(step: float = 0.001, duration: float = 1.0,
                                              options=options)
     state = standing_state(integrator)
     start_height = float(state.positions[0, 2])
-    masses = hopper.masses
-    weight = float(-masses.sum() * hopper.gravity[2])
+    hold = PoseHold(hopper, LANDING_DEG, HOLD_GAIN)
+    hip0, hip2 = hold.joints.index("hip0"), hold.joints.index("hip2")
     pushing = True
-    liftoff = touchdown = float("nan")
-    liftoff_com, liftoff_speed = 0.0, 0.0
-    times, heights, coms, forces, torques, iterations = [], [], [], [], [], []
+    # The loop only steps and keeps each state's arrays; the figures come after, in numpy.
+    times, heights, impulses, momenta, torques, iterations = [], [], [], [], [], []
     for _ in range(round(duration / step)):
-        separation = np.degrees(joint_angle(hopper, "hip2", state.quaternions)
-                                - joint_angle(hopper, "hip0", state.quaternions))
-        pushing = pushing and bool(separation > EXTENDED_DEG)
-        commands = PUSH_COMMAND if pushing else hold_commands(hopper, state, LANDING_DEG, HOLD_GAIN)
-        state = integrator.step(state, commands)
-        normal = float(state.contact_impulses[0, 2]) / step
-        com = float(masses @ state.positions[:, 2] / masses.sum())
-        if np.isnan(liftoff) and normal <= CONTACT_FORCE:
-            liftoff = state.time
-            liftoff_com = com
-            liftoff_speed = float(state.momenta[:, 5].sum() / masses.sum())
-        elif not np.isnan(liftoff) and np.isnan(touchdown) and normal > CONTACT_FORCE:
-            touchdown = state.time
+        angles = hold.angles(state)
+        pushing = pushing and bool(math.degrees(angles[hip2] - angles[hip0]) > EXTENDED_DEG)
+        state = integrator.step(state, PUSH_COMMAND if pushing else hold.commands(angles))
         times.append(state.time)
-        heights.append(float(state.positions[0, 2]))
-        coms.append(com)
-        forces.append(normal)
+        heights.append(state.positions[:, 2])
+        impulses.append(state.contact_impulses[0, 2])
+        momenta.append(state.momenta[:, 5])
         torques.append(state.torques)
         iterations.append(integrator.statistics.last_iterations)
-    times_array, heights_array, coms_array = np.array(times), np.array(heights), np.array(coms)
+    masses = hopper.masses
+    times_array, forces = np.array(times), np.array(impulses) / step
+    base_heights = np.array(heights)
+    coms = base_heights @ masses / masses.sum()
+    lifted = np.flatnonzero(forces <= CONTACT_FORCE)
+    liftoff = touchdown = float("nan")
+    liftoff_com = liftoff_speed = 0.0
+    if lifted.size:
+        first = int(lifted[0])
+        liftoff, liftoff_com = float(times_array[first]), float(coms[first])
+        liftoff_speed = float(np.sum(momenta[first]) / masses.sum())
+        landed = np.flatnonzero(forces[first + 1:] > CONTACT_FORCE)
+        if landed.size:
+            touchdown = float(times_array[first + 1 + int(landed[0])])
     flight = (times_array >= liftoff) & (times_array < touchdown)
     if not np.any(flight):
+        weight = float(-masses.sum() * hopper.gravity[2])
         raise RuntimeError(f"no flight phase in {duration} s (normal force vs weight "
-                           f"{max(forces):.1f} N / {weight:.1f} N)")
+                           f"{forces.max():.1f} N / {weight:.1f} N)")
     return HopResult(
-        times_array, heights_array, coms_array, np.array(forces), np.array(torques),
+        times_array, base_heights[:, 0], coms, forces, np.array(torques),
         start_height=start_height,
-        apex_height=float(heights_array[flight].max()),
-        com_rise=float(coms_array[flight].max() - liftoff_com),
+        apex_height=float(base_heights[flight, 0].max()),
+        com_rise=float(coms[flight].max() - liftoff_com),
         ballistic_rise=liftoff_speed**2 / (2.0 * float(-hopper.gravity[2])),
         liftoff=liftoff, touchdown=touchdown, iterations=np.array(iterations),
     )
