@@ -94,16 +94,16 @@ def simulate(step: float = 0.001, duration: float = 1.0,
     hold = PoseHold(hopper, LANDING_DEG, HOLD_GAIN)
     hip0, hip2 = hold.joints.index("hip0"), hold.joints.index("hip2")
     pushing = True
-    # The loop only steps and keeps each state's arrays; the figures come after, in numpy.
+    # The loop only steps and keeps what it needs; the figures come after, in numpy.
     times, heights, impulses, momenta, torques, iterations = [], [], [], [], [], []
     for _ in range(round(duration / step)):
         angles = hold.angles(state)
         pushing = pushing and bool(math.degrees(angles[hip2] - angles[hip0]) > EXTENDED_DEG)
         state = integrator.step(state, PUSH_COMMAND if pushing else hold.commands(angles))
         times.append(state.time)
-        heights.append(state.positions[:, 2])
+        heights.append(state.positions[:, 2].copy())  # copies: the states can go
         impulses.append(state.contact_impulses[0, 2])
-        momenta.append(state.momenta[:, 5])
+        momenta.append(state.momenta[:, 5].copy())
         torques.append(state.torques)
         iterations.append(integrator.statistics.last_iterations)
     masses = hopper.masses
