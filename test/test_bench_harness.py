@@ -4,6 +4,7 @@ No timing is asserted here (speed belongs in bench/, never in tests).
 """
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 import bench_geometry
+import bench_instructions
 import bench_startup
 from harness import Case, run
 
@@ -54,3 +56,18 @@ def test_startup_benchmark_writes_medians_against_rclpy(tmp_path):
     markdown = (tmp_path / "startup.md").read_text()
     assert "median of n fresh interpreters" in markdown
     assert "Load average (1 min)" in markdown
+
+
+@pytest.mark.parametrize("name", sorted(bench_instructions.WORKLOADS))
+def test_every_instruction_count_workload_runs_and_checks(name):
+    """The workloads bench_instructions.py counts under valgrind run in a plain interpreter
+    and print their finite check value (valgrind itself is not needed here)."""
+    workload = bench_instructions.WORKLOADS[name]
+    result = subprocess.run([sys.executable, "-c",
+                             bench_instructions.child_code(workload, instrumented=False)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    checks = [line.split()[1] for line in result.stdout.splitlines()
+              if line.startswith("check")]
+    assert len(checks) == 1
+    assert np.isfinite(float(checks[0]))
