@@ -64,7 +64,7 @@ class PoseHold:
                          for j in self.joints])
 
     def commands(self, angles: FloatArray) -> FloatArray:
-        """The commands for the actuated joints at ``angles`` (rad, from ``angles``)."""
+        """The commands at the joint ``angles`` (rad, in the order ``angles`` returns)."""
         commands = self._gain * (self._targets - angles) / self._peak_torques
         bounded: FloatArray = np.minimum(np.maximum(commands, -1.0), 1.0)
         return bounded  # NaN stays NaN: the step rejects it

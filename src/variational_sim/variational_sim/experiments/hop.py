@@ -108,8 +108,8 @@ def simulate(step: float = 0.001, duration: float = 1.0,
         iterations.append(integrator.statistics.last_iterations)
     masses = hopper.masses
     times_array, forces = np.array(times), np.array(impulses) / step
-    base_heights = np.array(heights)
-    coms = base_heights @ masses / masses.sum()
+    body_heights = np.array(heights)  # (steps, bodies): every body's centre of mass
+    coms = body_heights @ masses / masses.sum()
     lifted = np.flatnonzero(forces <= CONTACT_FORCE)
     liftoff = touchdown = float("nan")
     liftoff_com = liftoff_speed = 0.0
@@ -126,9 +126,9 @@ def simulate(step: float = 0.001, duration: float = 1.0,
         raise RuntimeError(f"no flight phase in {duration} s (normal force vs weight "
                            f"{forces.max():.1f} N / {weight:.1f} N)")
     return HopResult(
-        times_array, base_heights[:, 0], coms, forces, np.array(torques),
+        times_array, body_heights[:, 0], coms, forces, np.array(torques),
         start_height=start_height,
-        apex_height=float(base_heights[flight, 0].max()),
+        apex_height=float(body_heights[flight, 0].max()),
         com_rise=float(coms[flight].max() - liftoff_com),
         ballistic_rise=liftoff_speed**2 / (2.0 * float(-hopper.gravity[2])),
         liftoff=liftoff, touchdown=touchdown, iterations=np.array(iterations),
