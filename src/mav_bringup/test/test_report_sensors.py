@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mav_bringup.graph import events as scenario_events
-from mav_bringup.graph import report
+from mav_bringup.graph import report, report_figures
 from mav_bringup.graph.accumulator import RunAccumulator
 from mav_bringup.graph.metrics import (
     barometer_height_error,
@@ -196,8 +196,8 @@ def test_scenario_facts_are_json_with_open_and_one_sample_ends():
 
 def test_events_are_shaded_on_every_panel_and_labelled_once():
     facts = _run_facts()
-    figure = report.plot_sensors(RunAccumulator.from_series(_series()),
-                                 report._Marks(facts["events"], DURATION_S))
+    figure = report_figures.plot_sensors(RunAccumulator.from_series(_series()),
+                                 report_figures.Marks(facts["events"], DURATION_S))
     try:
         axes = figure.axes
         assert len(axes) == 4
@@ -217,6 +217,19 @@ def test_events_are_shaded_on_every_panel_and_labelled_once():
             assert not any("outage" in label for label in axis.get_legend_handles_labels()[1])
     finally:
         plt.close(figure)
+
+
+def test_the_figures_drawn_by_the_report_workers_are_those_drawn_here(tmp_path):
+    """The runner hands the figures to worker processes: same files, same summary."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    run_data = RunAccumulator.from_series(_series(), report.PLOTTED_DIAGNOSTICS)
+    summary = report.write_accumulated(run_data, here, _run_facts())
+    with report.report_workers(2) as workers:
+        assert workers.parallel
+        assert report.write_accumulated(run_data, there, _run_facts(), workers) == summary
+    for name in report.FIGURE_NAMES:
+        assert (here / name).read_bytes() == (there / name).read_bytes(), name
+    assert (here / "report.md").read_text() == (there / "report.md").read_text()
 
 
 def test_the_report_writes_the_sensor_figure_summary_and_markdown(tmp_path):
@@ -263,8 +276,8 @@ def test_disabled_sensors_are_said_so_instead_of_failing(tmp_path):
     assert "barometer: no readings in the bag (disabled)" in markdown
     assert "magnetometer: no readings in the bag (disabled)" in markdown
     assert "No per-source counters" in markdown
-    figure = report.plot_sensors(RunAccumulator.from_series(series),
-                                 report._Marks([], DURATION_S))
+    figure = report_figures.plot_sensors(RunAccumulator.from_series(series),
+                                 report_figures.Marks([], DURATION_S))
     try:
         texts = [t.get_text() for axis in figure.axes for t in axis.texts]
         assert any("no /barometer/pressure in the bag" in t for t in texts)

@@ -12,6 +12,7 @@
 - ``exit_codes``: the exit codes of every node and command;
 - ``streams``: bounded summaries of long sample streams for the reports (running
   statistics, min/max-preserving decimation; numpy only);
+- ``plot_workers``: the reports' figures drawn by worker processes on the idle cores;
 - ``resources``: installed share files (launch, parameter, vehicle and robot files).
 
 No core module imports this package: only the ROS shells (``*/ros/``) and the bringup do.

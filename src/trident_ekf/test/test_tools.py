@@ -20,7 +20,7 @@ from rosbags.highlevel import AnyReader
 from mav_ros_common.diagnostics import DIAGNOSTICS_TOPIC as DIAGNOSTICS
 from trident_ekf.core.earth import ecef_to_enu, geodetic_to_ecef
 from trident_ekf.ros.estimator_node import EstimatorNode
-from trident_ekf.tools import bagio, cdr, import_cli, replay
+from trident_ekf.tools import bagio, cdr, import_cli, replay, report
 from trident_ekf.tools.flightlog import read_log
 from trident_ekf.tools.frames import attitude_ned_frd_to_enu_flu, euler_enu
 
@@ -92,6 +92,25 @@ def test_replay_tracks_the_autopilot_and_writes_bag_and_report(imported, tmp_pat
     covariance = np.asarray(odometry.pose.covariance).reshape(6, 6)
     assert np.all(np.diag(covariance) > 0.0)
     assert np.allclose(covariance, covariance.T)
+
+
+def test_the_report_figures_drawn_by_workers_are_those_drawn_here(imported, tmp_path,
+                                                                    monkeypatch):
+    """A reported replay hands its figures to worker processes (``report_workers``): the
+    same files as drawn in this process."""
+    made: list[tuple[report.ReportSeries, dict]] = []
+    monkeypatch.setattr(replay, "_write_report_staged",
+                        lambda series, summary, directory, workers: made.append((series, summary)))
+    assert replay.main([str(imported), "--report", str(tmp_path / "unused"), "--yaw", "90"]) == 0
+    (series, summary), = made
+    here, there = tmp_path / "here", tmp_path / "there"
+    report.write_report(series, summary, here)
+    with report.report_workers(2) as workers:
+        assert workers.parallel
+        report.write_report(series, summary, there, workers)
+    for name in report.PLOTS:
+        assert (here / name).read_bytes() == (there / name).read_bytes(), name
+    assert (here / "report.md").read_text() == (there / "report.md").read_text()
 
 
 def test_replay_rejects_a_bag_without_the_imu_topic(imported, tmp_path, capsys):

@@ -1,6 +1,8 @@
 """The report of a run: PNG plots, ``summary.json`` and ``report.md`` (figures with units),
 from a ``graph.accumulator.RunAccumulator``: figures of merit over every sample, plots of
-bounded min/max-preserving decimations (memory bounded whatever the run's length).
+bounded min/max-preserving decimations (memory bounded whatever the run's length). The plots
+are drawn by ``graph.report_figures``, in worker processes when the run made them
+(``report_workers``): this module does not load matplotlib.
 
 Scenario events (``run["events"]``, see ``graph.events``) are shaded on every time plot and
 listed in report.md; ``sensors.png`` checks the barometer and the magnetometer against the
@@ -10,22 +12,18 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from mav_bringup.graph import events as scenario_events
 from mav_bringup.graph.accumulator import RunAccumulator, accumulate_bag
 from mav_bringup.graph.metrics import AXES, SOURCE_STATISTICS, declination, estimator_sources
-from mav_bringup.graph.series import BAROMETER, MAGNETOMETER, RunSeries, SensorSite
+from mav_bringup.graph.series import RunSeries, SensorSite
+from mav_ros_common import plot_workers
 from mav_ros_common.streams import RunningStats
-
-matplotlib.use("Agg")  # files only: the runner may have no display
 
 ENERGY_KEYS = ("energy_error_J", "momentum_error_Ns")
 """Simulator diagnostics plotted as the integrator's balance errors."""
@@ -91,7 +89,7 @@ def _strict(stats: RunningStats, figure: str, column: int = 0) -> float:
     return float(getattr(stats, figure)[column]) if not stats.nonfinite[column] else math.nan
 
 
-def _finite(stats: RunningStats, figure: str) -> float | None:
+def finite_figure(stats: RunningStats, figure: str) -> float | None:
     """``stats.<figure>`` over the finite samples, None without any."""
     return float(getattr(stats, figure)[0]) if stats.count[0] else None
 
@@ -106,13 +104,13 @@ def _barometer_summary(run_data: RunAccumulator) -> dict[str, Any] | None:
     simulator = run_data.diagnostics.get("simulator", {})
 
     def stat(key: str, figure: str) -> float | None:
-        return _finite(simulator[key].stats, figure) if key in simulator else None
+        return finite_figure(simulator[key].stats, figure) if key in simulator else None
 
     return {
         "readings": run_data.barometer_readings,
         "compared": int(error.count[0]),
-        "height_error_mean_m": _finite(error, "mean"),
-        "height_error_std_m": _finite(error, "std"),
+        "height_error_mean_m": finite_figure(error, "mean"),
+        "height_error_std_m": finite_figure(error, "std"),
         "true_offset_mean_m": stat("barometer_offset_m", "mean"),
         "true_drift_max_abs_pa": stat("barometer_drift_pa", "max_abs"),
         "true_ground_effect_max_pa": stat("barometer_ground_effect_pa", "maximum"),
@@ -131,7 +129,7 @@ def _magnetometer_summary(run_data: RunAccumulator) -> dict[str, Any] | None:
     result: dict[str, Any] = {
         "readings": run_data.magnetometer_readings,
         "declination_deg": math.degrees(declination(field)) if field is not None else None,
-        "true_disturbance_max_T": (_finite(disturbance.stats, "maximum")
+        "true_disturbance_max_T": (finite_figure(disturbance.stats, "maximum")
                                    if disturbance is not None else None),
         "compared": 0, "heading_error_mean_deg": None, "heading_error_rms_deg": None,
         "heading_error_max_abs_deg": None,
@@ -145,6 +143,29 @@ def _magnetometer_summary(run_data: RunAccumulator) -> dict[str, Any] | None:
     return result
 
 
+FIGURE_NAMES = ("trajectory.png", "estimate_errors.png", "tracking.png", "integrator.png",
+                "sensors.png")
+"""The report's figures, drawn by ``graph.report_figures``."""
+FIGURE_MODULE = "mav_bringup.graph.report_figures"
+
+
+@dataclass(frozen=True)
+class FigureData:
+    """What the figures of a report draw: the run's accumulated series, and the scenario
+    events shaded on its time plots (open-ended ones up to ``end_of_run_s``, s)."""
+
+    run_data: RunAccumulator
+    events: list[dict[str, Any]]
+    end_of_run_s: float
+
+
+def report_workers(workers: int | None = None) -> plot_workers.PlotWorkers:
+    """Processes that draw the figures of run reports (``mav_ros_common.plot_workers``;
+    ``workers`` as there): made when a reported run starts, so that they load matplotlib
+    while it runs."""
+    return plot_workers.PlotWorkers((FIGURE_MODULE,), len(FIGURE_NAMES), workers)
+
+
 def write_report(series: RunSeries, directory: Path, run: dict[str, Any]) -> dict[str, Any]:
     """The report of a run read whole (``read_run``): see ``write_accumulated``."""
     return write_accumulated(RunAccumulator.from_series(series, PLOTTED_DIAGNOSTICS), directory,
@@ -152,45 +173,27 @@ def write_report(series: RunSeries, directory: Path, run: dict[str, Any]) -> dic
 
 
 def write_bag_report(bag: Path, directory: Path, run: dict[str, Any], site: SensorSite,
-                     namespace: str = "") -> dict[str, Any]:
+                     namespace: str = "",
+                     workers: plot_workers.PlotWorkers | None = None) -> dict[str, Any]:
     """The report of a run's bag, streamed (memory bounded whatever the run's length):
     see ``write_accumulated``; ``namespace`` as in ``read_run``."""
     return write_accumulated(accumulate_bag(bag, site, namespace, PLOTTED_DIAGNOSTICS),
-                             directory, run)
+                             directory, run, workers)
 
 
-def write_accumulated(run_data: RunAccumulator, directory: Path,
-                      run: dict[str, Any]) -> dict[str, Any]:
-    """Write plots, ``summary.json`` and ``report.md`` into ``directory``; return the summary."""
+def write_accumulated(run_data: RunAccumulator, directory: Path, run: dict[str, Any],
+                      workers: plot_workers.PlotWorkers | None = None) -> dict[str, Any]:
+    """Write plots (in ``workers`` when given, see ``report_workers``), ``summary.json`` and
+    ``report.md`` into ``directory``; return the summary."""
     directory.mkdir(parents=True, exist_ok=True)
     summary = summary_of(run_data, run)
-    marks = _Marks(summary.get("events") or [], _end_of_run(run_data, summary))
-    figures = {
-        "trajectory.png": _plot_trajectory(run_data, marks),
-        "estimate_errors.png": _plot_estimate_errors(run_data, marks),
-        "tracking.png": _plot_tracking(run_data, marks),
-        "integrator.png": _plot_integrator(run_data, marks),
-        "sensors.png": plot_sensors(run_data, marks),
-    }
-    for name, figure in figures.items():
-        figure.savefig(directory / name, dpi=110)
-        plt.close(figure)
+    data = FigureData(run_data, summary.get("events") or [], _end_of_run(run_data, summary))
+    plots = {name: plot_workers.PlotFunction(FIGURE_MODULE, "draw", (name,))
+             for name in FIGURE_NAMES}
+    plot_workers.draw(plots, data, directory, workers)
     (directory / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
-    (directory / "report.md").write_text(_markdown(summary, list(figures)))
+    (directory / "report.md").write_text(_markdown(summary, list(FIGURE_NAMES)))
     return summary
-
-
-class _Marks:
-    """The scenario events to shade on the time plots of one report."""
-
-    def __init__(self, events: list[dict[str, Any]], end_of_run_s: float) -> None:
-        self.events = events
-        self.end_of_run_s = end_of_run_s
-
-    def on(self, axes: Any) -> int:
-        """Shade the events on ``axes`` (one axis or many; labelled on the first)."""
-        flat = [axes] if isinstance(axes, Axes) else list(np.ravel(axes))
-        return scenario_events.mark_events(flat, self.events, self.end_of_run_s)
 
 
 def _end_of_run(run_data: RunAccumulator, summary: dict[str, Any]) -> float:
@@ -200,154 +203,6 @@ def _end_of_run(run_data: RunAccumulator, summary: dict[str, Any]) -> float:
     truth = run_data.paths["truth"].rows()
     return float(truth[-1, 0]) if len(truth) else 0.0
 
-
-def _plot_trajectory(run_data: RunAccumulator, marks: _Marks) -> Figure:
-    figure, (top, side) = plt.subplots(1, 2, figsize=(13, 5.5))
-    fix_time, east, north, up = run_data.paths["fixes"].columns()
-    top.plot(east, north, ".", ms=2, color="0.7", label="GNSS fixes")
-    for name, style, label in (("reference", "k--", "reference"),
-                               ("truth", "C0-", "ground truth"),
-                               ("estimate", "C1-", "estimate")):
-        time, x, y, z = run_data.paths[name].columns()
-        top.plot(x, y, style, lw=1, label=label)
-        side.plot(time, z, style, lw=1, label=label)
-    side.plot(fix_time, up, ".", ms=2, color="0.7", label="GNSS fixes")
-    marks.on(side)
-    top.set(xlabel="east (m)", ylabel="north (m)", title="Trajectory in the map frame (ENU)")
-    top.axis("equal")
-    top.legend(loc="best", fontsize=8)
-    side.set(xlabel="sim time (s)", ylabel="up (m)", title="Height")
-    side.legend(loc="best", fontsize=8)
-    figure.tight_layout()
-    return figure
-
-
-def _plot_estimate_errors(run_data: RunAccumulator, marks: _Marks) -> Figure:
-    figure, axes = plt.subplots(3, 3, figsize=(14, 9), sharex=True)
-    marks.on(axes)
-    rows = (("position", "m", 1.0), ("velocity", "m/s", 1.0), ("attitude", "deg", np.degrees(1.0)))
-    for index, (row, (name, unit, scale)) in enumerate(zip(axes, rows, strict=True)):
-        for k, axis in enumerate(row):
-            time, error, sigma = run_data.error_series[3 * index + k].columns()
-            axis.fill_between(time, -3.0 * scale * sigma, 3.0 * scale * sigma, color="C0",
-                              alpha=0.2, label="+/-3 sigma (estimator)")
-            axis.plot(time, scale * error, "C3", lw=0.8, label="estimate - truth")
-            axis.set_ylabel(f"{name} {AXES[k]} ({unit})")
-    axes[0, 0].legend(loc="upper right", fontsize=8)
-    for axis in axes[-1]:
-        axis.set_xlabel("sim time (s)")
-    figure.suptitle("Estimation errors with 3-sigma bounds (position ENU, velocity body, "
-                    "attitude map frame)")
-    figure.tight_layout()
-    return figure
-
-
-def _plot_tracking(run_data: RunAccumulator, marks: _Marks) -> Figure:
-    time, *error, norm = run_data.tracking_series.columns()
-    figure, axis = plt.subplots(figsize=(10, 4))
-    marks.on(axis)
-    for k in range(3):
-        axis.plot(time, error[k], lw=0.8, label=f"{AXES[k]}")
-    axis.plot(time, norm, "k", lw=1.2, label="norm")
-    axis.set(xlabel="sim time (s)", ylabel="truth - reference (m)",
-             title="Tracking error of the closed loop (controller on the estimate)")
-    axis.legend(loc="best", fontsize=8)
-    figure.tight_layout()
-    return figure
-
-
-def _plot_integrator(run_data: RunAccumulator, marks: _Marks) -> Figure:
-    simulator = run_data.diagnostics.get("simulator", {})
-    figure, axes = plt.subplots(1, 2, figsize=(12, 4))
-    if marks.on(axes):
-        axes[0].legend(loc="best", fontsize=8)
-    for axis, key in zip(axes, ENERGY_KEYS, strict=True):
-        if key in simulator:
-            axis.plot(*simulator[key].columns(), lw=1)
-        else:
-            axis.text(0.5, 0.5, f"no '{key}' in the simulator diagnostics", ha="center",
-                      transform=axis.transAxes)
-        axis.set(xlabel="sim time (s)", ylabel=key,
-                 title="energy balance error" if "energy" in key else "momentum balance error")
-    figure.suptitle("Integrator balance errors (state minus work/impulse of the applied wrench)")
-    figure.tight_layout()
-    return figure
-
-
-def _absent(axis: Axes, text: str) -> None:
-    axis.text(0.5, 0.5, text, ha="center", va="center", transform=axis.transAxes, color="0.3")
-
-
-def plot_sensors(run_data: RunAccumulator, marks: _Marks) -> Figure:
-    """The barometer and the magnetometer against the ground truth, with the simulator's true
-    error terms (its 1 Hz diagnostics), on a common sim-time axis; a panel without its data
-    says so."""
-    simulator = run_data.diagnostics.get("simulator", {})
-    figure, (height, pressure, heading, disturbance) = plt.subplots(
-        4, 1, figsize=(12, 12), sharex=True)
-    marked = marks.on((height, pressure, heading, disturbance))
-
-    if run_data.barometer_readings:
-        time, error = run_data.barometer_series.columns()
-        mean = _finite(run_data.barometer_error, "mean") or 0.0
-        height.plot(time, error - mean, color="C0", lw=0.6,
-                    label=f"pressure altitude - true height, run mean {mean:+.2f} m removed")
-        if "barometer_offset_m" in simulator:
-            stamps, offset = simulator["barometer_offset_m"].columns()
-            height.plot(stamps, offset - mean, "o", color="C3", ms=4,
-                        label="simulator's true offset (noise-free), same mean removed")
-        height.legend(loc="best", fontsize=8)
-    else:
-        _absent(height, f"no {BAROMETER} in the bag (barometer disabled)")
-        if marked:
-            height.legend(loc="best", fontsize=8)
-    height.set(ylabel="height error (m)",
-               title="Barometer: ICAO standard pressure altitude minus true WGS-84 height")
-
-    plotted = [key for key in BAROMETER_ERROR_KEYS if key in simulator]
-    for key in plotted:
-        pressure.plot(*simulator[key].columns(), "o-", ms=3, lw=1,
-                      label=key.removeprefix("barometer_").removesuffix("_pa").replace("_", " "))
-    if plotted:
-        pressure.legend(loc="best", fontsize=8)
-    else:
-        _absent(pressure, "no barometer errors in the simulator diagnostics")
-    pressure.set(ylabel="pressure (Pa)",
-                 title="Barometer: simulator's true pressure errors (+ Pa reads as lower "
-                       "height)")
-
-    field = run_data.site.earth_field_ned_T
-    if run_data.magnetometer_readings and field is not None:
-        time, error = run_data.heading_series.columns()
-        heading.plot(time, np.degrees(error), color="C0", lw=0.6,
-                     label="yaw from the field levelled with the true attitude, declination "
-                           "applied, - true yaw")
-        if "magnetometer_heading_error_deg" in simulator:
-            heading.plot(*simulator["magnetometer_heading_error_deg"].columns(), "o",
-                         color="C3", ms=4, label="simulator's true heading error (noise-free)")
-        heading.legend(loc="best", fontsize=8)
-        title = (f"Magnetometer: yaw error as a compass (declination "
-                 f"{math.degrees(declination(field)):+.2f} deg of the simulator's field)")
-    elif run_data.magnetometer_readings:
-        _absent(heading, "the simulator's Earth field is unknown: no heading check")
-        title = "Magnetometer: yaw error as a compass"
-    else:
-        _absent(heading, f"no {MAGNETOMETER} in the bag (magnetometer disabled)")
-        title = "Magnetometer: yaw error as a compass"
-    heading.set(ylabel="yaw error (deg, + CCW)", title=title)
-
-    if "magnetometer_disturbance_T" in simulator:
-        stamps, values = simulator["magnetometer_disturbance_T"].columns()
-        disturbance.plot(stamps, 1e6 * values, "o-", color="C4", ms=3, lw=1,
-                         label="|field added to the Earth field| (iron, motors, ground, "
-                               "faults)")
-        disturbance.legend(loc="best", fontsize=8)
-    else:
-        _absent(disturbance, "no magnetometer disturbance in the simulator diagnostics")
-    disturbance.set(xlabel="sim time (s)", ylabel="disturbance (uT)",
-                    title="Magnetometer: simulator's true disturbance magnitude")
-    figure.tight_layout()
-    return figure
 
 
 def _enu(values: list[float] | None) -> str:

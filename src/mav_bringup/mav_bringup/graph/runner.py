@@ -11,6 +11,7 @@ Foxglove open; the report (plots, summary) is made from that bag.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import signal
 import sys
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
     from mav_bringup.graph.components import Component
     from mav_bringup.graph.recorder import BagRecorder
+    from mav_ros_common.plot_workers import PlotWorkers
 
 SIMULATOR = "simulator"
 DRAIN_S = 0.3
@@ -144,12 +146,22 @@ def run(options: RunOptions) -> RunResult:
     if strangers:
         raise ValueError(f"--set names no node of the graph: {strangers}; the graph's nodes "
                          f"are {names}")
-    with OutputLock(options.output_dir):
-        return _run_locked(options, components)
+    with OutputLock(options.output_dir), contextlib.ExitStack() as cleanup:
+        workers = None
+        if options.record and options.report:
+            # Imported only for a report (rosbags): start-up time of --no-record. The
+            # figures' processes load matplotlib on another core while the graph runs; forked
+            # before rclpy is loaded and starts its threads (``plot_workers``).
+            from mav_bringup.graph.report import report_workers
+
+            workers = cleanup.enter_context(report_workers())
+        return _run_locked(options, components, workers)
 
 
-def _run_locked(options: RunOptions, components: list[Component]) -> RunResult:
-    """``run`` once the output directory is this run's."""
+def _run_locked(options: RunOptions, components: list[Component],
+                workers: PlotWorkers | None) -> RunResult:
+    """``run`` once the output directory is this run's (the report's figures drawn by
+    ``workers`` when given)."""
     import rclpy
     from rclpy.experimental.events_executor import EventsExecutor
     from rclpy.node import Node
@@ -216,19 +228,18 @@ def _run_locked(options: RunOptions, components: list[Component]) -> RunResult:
     summary: dict[str, Any] = dict(run_facts)
     report_dir = None
     if bag is not None and options.report:
-        # Imported only for a report (matplotlib, rosbags): start-up time of --no-record.
         from mav_bringup.graph.report import write_bag_report
         from mav_bringup.graph.series import SensorSite
 
         report_dir = options.output_dir / "report"
         site = SensorSite(datum, earth_field, imu_mount)
         if not options.vehicles:
-            summary = write_bag_report(bag, report_dir, run_facts, site)
+            summary = write_bag_report(bag, report_dir, run_facts, site, workers=workers)
         else:
             summary = fleet.write_fleet_summary(report_dir, run_facts, {
                 fleet.namespace(k): write_bag_report(
                     bag, report_dir / fleet.namespace(k), {**run_facts, "vehicle": vehicle_file},
-                    site, fleet.namespace(k))
+                    site, fleet.namespace(k), workers)
                 for k, vehicle_file in enumerate(options.vehicles)})
     return RunResult(sim_time, wall_time, bag, report_dir, summary, counts, exit_code)
 

@@ -42,6 +42,7 @@ from mav_geometry import quaternion
 from mav_geometry.arrays import FloatArray
 from mav_geometry.settings import configure
 from mav_ros_common.exit_codes import EXIT_OK, EXIT_PARTIAL
+from mav_ros_common.plot_workers import PlotWorkers
 from mav_ros_common.topic_names import DIAGNOSTICS_TOPIC
 from trident_ekf.adapters import (
     MALFORMED,
@@ -68,7 +69,7 @@ from trident_ekf.inputs import MESSAGE_INPUTS, MessageInput
 from trident_ekf.tools import bagio, cdr
 from trident_ekf.tools.bag_reader import BagReader
 from trident_ekf.tools.command import UsageError, check_writable, fail, run_command
-from trident_ekf.tools.report import ReportSeries, write_report
+from trident_ekf.tools.report import ReportSeries, report_workers, write_report
 
 PROG = "trident-replay"
 
@@ -346,69 +347,76 @@ def replay(bag: Path, output: Path | None, topics: Topics, filter_name: str,
                             [s for s in MESSAGE_INPUTS if s in present],  # every profile's order
                             imported)
     filter_ = session.filter
-    read = [topics.reference, *inputs]
-    total = sum(types[t][1] for t in read if t in types)
-    started = time.perf_counter()
-    writer = bagio.BagWriter(output, overwrite) if output is not None else None
-    with writer if writer is not None else _NullContext():
-        replayer = ReplaySession(session, writer, output_rate, aiding.gnss_outage,
-                                 aiding.start)
-        for n, (topic, msgtype, bag_time, raw) in enumerate(reader.raw(read)):
-            if replayer.past(bag_time, aiding.stop):
-                break
-            entry = inputs.get(topic)
-            if entry is None:
-                replayer.reference(*cdr.decode_odometry(raw), aiding.evaluate_from)
-            else:
-                replayer.message(entry, raw, None if entry.raw else
-                                 partial(store.deserialize_cdr, typename=msgtype))
-            if n % 20000 == 0:
-                print(f"\rreplay: {100.0 * n / max(total, 1):5.1f} %", end="", file=sys.stderr,
-                      flush=True)
-        replayer.finish()
-        if not session.started:  # raised inside the writer: the output bag is discarded
-            raise ValueError(f"{bag}: the estimator never started ({session.received['imu']} "
-                             f"IMU samples, {session.received['fix']} fixes read); nothing "
-                             "written")
-    print("\rreplay: 100.0 %", file=sys.stderr)
-    elapsed = time.perf_counter() - started
-    summary = replayer.series.summary()
-    if "first_estimate_time_s" in summary:
-        summary["first_output_after_fix_s"] = (summary["first_estimate_time_s"]
-                                               - replayer.first_fix_time)
-    summary.update({
-        "bag": str(bag), "inputs": options.profile, "filter": filter_name,
-        "status": filter_.status.value,
-        "aiding": sorted(filter_.sources),
-        "sources": {name: status.summary() for name, status in filter_.aid_status.items()},
-        "counters": session.counts(), "wall_time_s": elapsed,
-        "imu_messages": session.received["imu"],
-        "log_duration_s": session.duration,
-        "real_time_factor": session.duration / elapsed if elapsed > 0 else math.inf,
-        "datum": session.datum.geodetic if session.datum else None,
-        "import": imported, "alignment": session.alignment, "yaw_source": session.yaw_source,
-        "resets": dict(session.resets), "events": list(session.events),
-        "input_loss": reader.loss(),
-    })
-    magnetometer = filter_.sources.get("magnetometer")
-    if magnetometer is not None:
-        summary["magnetic_field_model"] = getattr(magnetometer, "field_origin", "")
-    if aiding.gnss_outage is not None:
-        summary["gnss_outage_s"] = list(aiding.gnss_outage)
-        summary["gnss_outage_dropped_messages"] = replayer.outage_dropped
-    if report is not None:
-        _write_report_staged(replayer.series, summary, report)
-    return summary
+    workers = report_workers() if report is not None else None  # matplotlib loads meanwhile
+    try:
+        read = [topics.reference, *inputs]
+        total = sum(types[t][1] for t in read if t in types)
+        started = time.perf_counter()
+        writer = bagio.BagWriter(output, overwrite) if output is not None else None
+        with writer if writer is not None else _NullContext():
+            replayer = ReplaySession(session, writer, output_rate, aiding.gnss_outage,
+                                     aiding.start)
+            for n, (topic, msgtype, bag_time, raw) in enumerate(reader.raw(read)):
+                if replayer.past(bag_time, aiding.stop):
+                    break
+                entry = inputs.get(topic)
+                if entry is None:
+                    replayer.reference(*cdr.decode_odometry(raw), aiding.evaluate_from)
+                else:
+                    replayer.message(entry, raw, None if entry.raw else
+                                     partial(store.deserialize_cdr, typename=msgtype))
+                if n % 20000 == 0:
+                    print(f"\rreplay: {100.0 * n / max(total, 1):5.1f} %", end="", file=sys.stderr,
+                          flush=True)
+            replayer.finish()
+            if not session.started:  # raised inside the writer: the output bag is discarded
+                raise ValueError(f"{bag}: the estimator never started ({session.received['imu']} "
+                                 f"IMU samples, {session.received['fix']} fixes read); nothing "
+                                 "written")
+        print("\rreplay: 100.0 %", file=sys.stderr)
+        elapsed = time.perf_counter() - started
+        summary = replayer.series.summary()
+        if "first_estimate_time_s" in summary:
+            summary["first_output_after_fix_s"] = (summary["first_estimate_time_s"]
+                                                   - replayer.first_fix_time)
+        summary.update({
+            "bag": str(bag), "inputs": options.profile, "filter": filter_name,
+            "status": filter_.status.value,
+            "aiding": sorted(filter_.sources),
+            "sources": {name: status.summary() for name, status in filter_.aid_status.items()},
+            "counters": session.counts(), "wall_time_s": elapsed,
+            "imu_messages": session.received["imu"],
+            "log_duration_s": session.duration,
+            "real_time_factor": session.duration / elapsed if elapsed > 0 else math.inf,
+            "datum": session.datum.geodetic if session.datum else None,
+            "import": imported, "alignment": session.alignment, "yaw_source": session.yaw_source,
+            "resets": dict(session.resets), "events": list(session.events),
+            "input_loss": reader.loss(),
+        })
+        magnetometer = filter_.sources.get("magnetometer")
+        if magnetometer is not None:
+            summary["magnetic_field_model"] = getattr(magnetometer, "field_origin", "")
+        if aiding.gnss_outage is not None:
+            summary["gnss_outage_s"] = list(aiding.gnss_outage)
+            summary["gnss_outage_dropped_messages"] = replayer.outage_dropped
+        if report is not None:
+            _write_report_staged(replayer.series, summary, report, workers)
+        return summary
+    finally:
+        if workers is not None:
+            workers.close()
 
 
-def _write_report_staged(series: ReportSeries, summary: dict[str, Any], directory: Path) -> None:
-    """``write_report`` into a hidden directory next to ``directory``, then its files into
-    ``directory`` (report.md last): a report cut short leaves nothing behind."""
+def _write_report_staged(series: ReportSeries, summary: dict[str, Any], directory: Path,
+                         workers: PlotWorkers | None = None) -> None:
+    """``write_report`` (its plots in ``workers`` when given) into a hidden directory next
+    to ``directory``, then its files into ``directory`` (report.md last): a report cut
+    short leaves nothing behind."""
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".partial",
                                     dir=directory.parent))
     try:
-        write_report(series, summary, staging)
+        write_report(series, summary, staging, workers)
         directory.mkdir(exist_ok=True)
         for file in sorted(staging.iterdir(), key=lambda path: path.name == "report.md"):
             os.replace(file, directory / file.name)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from mav_geometry.arrays import FloatArray
+from mav_ros_common import plot_workers
 from mav_ros_common.streams import MinMaxDecimator
 from trident_ekf.core import chi_square
 from trident_ekf.core.filter import UpdateResult
@@ -468,19 +469,26 @@ def _import_table(summary: dict[str, Any]) -> list[str]:
 TABLE_EXCLUDED = ("counters", "sources", "import", "nis_by_source")
 
 
-def write_report(series: ReportSeries, summary: dict[str, Any], directory: Path) -> Path:
-    """Write report.md, report.json and the PNG plots into ``directory``."""
-    # matplotlib (~0.5 s to import) is loaded here and in the plot functions, not at the top:
-    # a replay imports this module for its series long before it plots, --help never plots.
-    import matplotlib
+PLOTS: dict[str, plot_workers.Plot] = {
+    "trajectory.png": _plot_trajectory, "errors.png": _plot_errors, "biases.png": _plot_biases,
+    "nis.png": _plot_nis, "innovations.png": _plot_innovations}
+"""The report's figures (file name: plot function), drawn by ``write_report``."""
 
-    matplotlib.use("Agg")
+
+def report_workers(workers: int | None = None) -> plot_workers.PlotWorkers:
+    """Processes that draw the report's figures (``mav_ros_common.plot_workers``; ``workers``
+    as there): made when a reported replay starts, so that they load matplotlib meanwhile."""
+    return plot_workers.PlotWorkers(("matplotlib.pyplot", __name__), len(PLOTS), workers)
+
+
+def write_report(series: ReportSeries, summary: dict[str, Any], directory: Path,
+                 workers: plot_workers.PlotWorkers | None = None) -> Path:
+    """Write report.md, report.json and the PNG plots into ``directory`` (the plots in
+    ``workers`` when given, see ``report_workers``)."""
+    # matplotlib (~0.5 s to import) is loaded by the plot functions, not at the top: a
+    # replay imports this module for its series long before it plots, --help never plots.
     directory.mkdir(parents=True, exist_ok=True)
-    plots = {"trajectory.png": _plot_trajectory, "errors.png": _plot_errors,
-             "biases.png": _plot_biases, "nis.png": _plot_nis,
-             "innovations.png": _plot_innovations}
-    for name, plot in plots.items():
-        plot(series, directory / name)
+    plot_workers.draw(PLOTS, series, directory, workers)
     (directory / "report.json").write_text(json.dumps(summary, indent=2, default=str))
     lines = [f"# trident-replay report: {summary.get('bag', '')}", "",
              "Errors are estimate minus the reference odometry (the autopilot's own estimate, "
@@ -494,7 +502,7 @@ def write_report(series: ReportSeries, summary: dict[str, Any], directory: Path)
     lines += ["", *_source_table(summary), "", *_import_table(summary)]
     lines += ["| counter | value |", "|---|---:|"]
     lines += [f"| {key} | {value} |" for key, value in summary.get("counters", {}).items()]
-    lines += [""] + [f"![{name}]({name})" for name in plots]
+    lines += [""] + [f"![{name}]({name})" for name in PLOTS]
     path = directory / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path

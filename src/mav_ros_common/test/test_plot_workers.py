@@ -1,0 +1,130 @@
+"""Figures drawn by worker processes: the same files as drawn here, errors raised where the
+report is made, a dead worker's figures drawn here, workers that outlive Ctrl-C, and the
+plotting module never loaded by the process that hands its figures out."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mav_ros_common.plot_workers import PlotFunction, PlotWorkers, available_cpus, draw
+
+DATA = {"t": np.linspace(0.0, 10.0, 500), "seed": 3}
+
+
+def line_plot(data: dict[str, object], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    t = np.asarray(data["t"])
+    figure, axis = plt.subplots(figsize=(4, 3))
+    axis.plot(t, np.sin(t) * float(data["seed"]))  # type: ignore[arg-type]
+    axis.set(xlabel="t (s)", ylabel="value")
+    figure.savefig(path, dpi=60)
+    plt.close(figure)
+
+
+def scatter_plot(data: dict[str, object], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(int(data["seed"]))  # type: ignore[call-overload]
+    figure, axis = plt.subplots(figsize=(3, 3))
+    axis.scatter(*rng.normal(size=(2, 200)), s=4)
+    figure.savefig(path, dpi=60)
+    plt.close(figure)
+
+
+def failing_plot(data: dict[str, object], path: Path) -> None:
+    raise ValueError(f"no data for {path.name}")
+
+
+def pid_plot(data: dict[str, object], path: Path) -> None:
+    path.write_text(str(os.getpid()))
+
+
+def dying_plot(parent: int, data: dict[str, object], path: Path) -> None:
+    """Kills the worker it runs in; draws like ``line_plot`` in the parent."""
+    if os.getpid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
+    line_plot(data, path)
+
+
+PLOTS = {"line.png": line_plot, "scatter.png": scatter_plot, "line_again.png": line_plot}
+
+
+def test_workers_write_the_same_files_as_this_process(tmp_path: Path) -> None:
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    draw(PLOTS, DATA, here)
+    with PlotWorkers((__name__,), len(PLOTS), workers=2) as workers:
+        assert workers.parallel
+        draw(PLOTS, DATA, there, workers)
+    for name in PLOTS:
+        assert (here / name).read_bytes() == (there / name).read_bytes(), name
+
+
+def test_a_plot_error_is_raised_by_draw(tmp_path: Path) -> None:
+    with PlotWorkers((__name__,), 2, workers=2) as workers, \
+            pytest.raises(ValueError, match=r"no data for bad\.png"):
+        workers.draw({"good.png": line_plot, "bad.png": failing_plot}, DATA, tmp_path)
+
+
+def test_the_figures_of_a_worker_that_dies_are_drawn_here(tmp_path: Path) -> None:
+    plots = {"dies.png": PlotFunction(__name__, "dying_plot", (os.getpid(),)),
+             "line.png": line_plot, "scatter.png": scatter_plot}
+    with PlotWorkers((__name__,), len(plots), workers=2) as workers:
+        workers.draw(plots, DATA, tmp_path)
+        assert not workers.parallel  # the pool broke: later figures are drawn here
+    reference = tmp_path / "reference.png"
+    line_plot(DATA, reference)
+    assert (tmp_path / "dies.png").read_bytes() == reference.read_bytes()
+    assert {p.name for p in tmp_path.iterdir()} == {"dies.png", "line.png", "scatter.png",
+                                                    "reference.png"}
+
+
+def test_workers_ignore_ctrl_c_and_keep_drawing(tmp_path: Path) -> None:
+    plots = {f"{k}.txt": pid_plot for k in range(8)}
+    with PlotWorkers((__name__,), 2, workers=2) as workers:
+        workers.draw(plots, DATA, tmp_path)
+        pids = {int((tmp_path / name).read_text()) for name in plots}
+        assert os.getpid() not in pids
+        for pid in pids:
+            os.kill(pid, signal.SIGINT)
+        workers.draw(plots, DATA, tmp_path)
+        assert workers.parallel
+        assert {int((tmp_path / name).read_text()) for name in plots} <= pids
+
+
+def test_one_worker_or_one_cpu_draws_here(tmp_path: Path) -> None:
+    assert not PlotWorkers((), 5, workers=1).parallel
+    assert not PlotWorkers((), 5, workers=0).parallel
+    assert not PlotWorkers((), 1).parallel  # one figure: nothing to share
+    assert PlotWorkers((), 5).parallel == (available_cpus() >= 2)
+    workers = PlotWorkers((), 2, workers=0)
+    workers.draw({"pid.txt": pid_plot}, DATA, tmp_path)
+    assert int((tmp_path / "pid.txt").read_text()) == os.getpid()
+
+
+def test_a_plot_function_imports_its_module_only_when_called(tmp_path: Path) -> None:
+    """The process that hands figures to workers never loads matplotlib: the plot is named
+    by module and function, and nothing here draws."""
+    script = f"""
+import sys
+from pathlib import Path
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from mav_ros_common.plot_workers import PlotFunction, PlotWorkers
+with PlotWorkers(("matplotlib.pyplot",), 2, workers=2) as workers:
+    plots = {{name: PlotFunction("test_plot_workers", "line_plot") for name in ("a.png", "b.png")}}
+    workers.draw(plots, {{"t": [0.0, 1.0], "seed": 1}}, Path({str(tmp_path)!r}))
+print("matplotlib" in sys.modules)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120, check=True)
+    assert result.stdout.split() == ["False"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.png", "b.png"]
