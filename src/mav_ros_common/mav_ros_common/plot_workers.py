@@ -14,9 +14,10 @@ process has imported, and run no ``__main__`` again (a spawned worker would re-r
 calling script). So make it before the process starts threads (rclpy's DDS threads): a
 fork copies every lock as it is at that moment. The workers ignore SIGINT, so that Ctrl-C
 stops the run but not the drawing of the report of its simulated part, and take SIGTERM's
-default action. A worker that dies (killed, out of memory) breaks the pool: the figures it
-had not written are then drawn in this process. An error raised by a plot function is
-raised by ``draw``, with the worker's traceback as its cause.
+default action; one whose parent is killed exits within ``ORPHAN_CHECK_S``. A worker that
+dies (killed, out of memory) breaks the pool: the figures it had not written are then drawn
+in this process. An error raised by a plot function is raised by ``draw``, with the
+worker's traceback as its cause.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import importlib
 import os
 import pickle
 import signal
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported on use: a command that never reports does not load them
     from concurrent.futures import Future, ProcessPoolExecutor
+
+ORPHAN_CHECK_S = 1.0
+"""How often a worker checks that the process that made it is still alive, s."""
 
 Plot = Callable[[Any, Path], None]
 """Draws one figure of the report's data into the file at the path."""
@@ -65,9 +71,18 @@ def _use_agg() -> None:
     matplotlib.use("Agg")  # files only: a run or a replay may have no display
 
 
-def _start_worker(modules: Sequence[str]) -> None:
+def _exit_when_orphaned(parent: int) -> None:
+    """A forked worker holds both ends of its task pipe, so it never sees the pipe close:
+    without this it would wait forever once its parent is killed (SIGKILL, out of memory)."""
+    while os.getppid() == parent:
+        time.sleep(ORPHAN_CHECK_S)
+    os._exit(1)
+
+
+def _start_worker(parent: int, modules: Sequence[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler
+    threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
     _use_agg()
     for module in modules:
         importlib.import_module(module)
@@ -115,7 +130,7 @@ class PlotWorkers:
 
             self._pool = ProcessPoolExecutor(count, mp_context=get_context("fork"),
                                              initializer=_start_worker,
-                                             initargs=(tuple(modules),))
+                                             initargs=(os.getpid(), tuple(modules)))
             self._started = [self._pool.submit(_started) for _ in range(count)]
 
     @property

@@ -8,12 +8,19 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mav_ros_common.plot_workers import PlotFunction, PlotWorkers, available_cpus, draw
+from mav_ros_common.plot_workers import (
+    ORPHAN_CHECK_S,
+    PlotFunction,
+    PlotWorkers,
+    available_cpus,
+    draw,
+)
 
 DATA = {"t": np.linspace(0.0, 10.0, 500), "seed": 3}
 
@@ -101,11 +108,50 @@ def test_workers_ignore_ctrl_c_and_keep_drawing(tmp_path: Path) -> None:
         assert {int((tmp_path / name).read_text()) for name in plots} <= pids
 
 
+def test_workers_exit_when_their_parent_is_killed(tmp_path: Path) -> None:
+    """A parent killed outright (SIGKILL, out of memory) leaves no worker behind."""
+    script = f"""
+import os, sys, time
+from pathlib import Path
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from mav_ros_common.plot_workers import PlotWorkers
+workers = PlotWorkers((), 2, workers=2)
+workers.draw({{f"{{k}}.txt": __import__("test_plot_workers").pid_plot for k in range(4)}}, None,
+             Path({str(tmp_path)!r}))
+print("drawn", flush=True)
+time.sleep(60)
+"""
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    assert parent.stdout.readline() == "drawn\n"
+    pids = {int(path.read_text()) for path in tmp_path.glob("*.txt")}
+    assert pids
+    assert parent.pid not in pids
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10.0 * ORPHAN_CHECK_S
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in pids if _alive(pid)]
+    for pid in left:  # not to leave them to the rest of the session
+        os.kill(pid, signal.SIGKILL)
+    assert not left
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def test_one_worker_or_one_cpu_draws_here(tmp_path: Path) -> None:
     assert not PlotWorkers((), 5, workers=1).parallel
     assert not PlotWorkers((), 5, workers=0).parallel
     assert not PlotWorkers((), 1).parallel  # one figure: nothing to share
-    assert PlotWorkers((), 5).parallel == (available_cpus() >= 2)
+    with PlotWorkers((), 5) as automatic:
+        assert automatic.parallel == (available_cpus() >= 2)
     workers = PlotWorkers((), 2, workers=0)
     workers.draw({"pid.txt": pid_plot}, DATA, tmp_path)
     assert int((tmp_path / "pid.txt").read_text()) == os.getpid()
