@@ -4,6 +4,7 @@ plotting module never loaded by the process that hands its figures out."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -95,16 +96,29 @@ def test_the_figures_of_a_worker_that_dies_are_drawn_here(tmp_path: Path) -> Non
                                                     "reference.png"}
 
 
+def _ignores_sigint(pid: int) -> bool:
+    """From the process's signal dispositions (Linux /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+    return False
+
+
 def test_workers_ignore_ctrl_c_and_keep_drawing(tmp_path: Path) -> None:
-    plots = {f"{k}.txt": pid_plot for k in range(8)}
+    before = set(multiprocessing.active_children())
     with PlotWorkers((__name__,), 2, workers=2) as workers:
-        workers.draw(plots, DATA, tmp_path)
-        pids = {int((tmp_path / name).read_text()) for name in plots}
-        assert os.getpid() not in pids
+        started = [p for p in multiprocessing.active_children() if p not in before]
+        assert len(started) == 2  # every worker forked when the pool is made
+        pids = {p.pid for p in started}
+        deadline = time.monotonic() + 30.0
+        while not all(_ignores_sigint(p.pid) for p in started) and time.monotonic() < deadline:
+            time.sleep(0.05)
         for pid in pids:
-            os.kill(pid, signal.SIGINT)
+            os.kill(pid, signal.SIGINT)  # what Ctrl-C sends to the whole process group
+        plots = {f"{k}.txt": pid_plot for k in range(8)}
         workers.draw(plots, DATA, tmp_path)
         assert workers.parallel
+        assert all(p.is_alive() for p in started)
         assert {int((tmp_path / name).read_text()) for name in plots} <= pids
 
 
@@ -115,18 +129,18 @@ import os, sys, time
 from pathlib import Path
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from mav_ros_common.plot_workers import PlotWorkers
+import multiprocessing
 workers = PlotWorkers((), 2, workers=2)
-workers.draw({{f"{{k}}.txt": __import__("test_plot_workers").pid_plot for k in range(4)}}, None,
+workers.draw({{"pid.txt": __import__("test_plot_workers").pid_plot}}, None,
              Path({str(tmp_path)!r}))
-print("drawn", flush=True)
+print(*(p.pid for p in multiprocessing.active_children()), flush=True)
 time.sleep(60)
 """
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
-    assert parent.stdout.readline() == "drawn\n"
-    pids = {int(path.read_text()) for path in tmp_path.glob("*.txt")}
-    assert pids
-    assert parent.pid not in pids
+    pids = {int(pid) for pid in parent.stdout.readline().split()}
+    assert len(pids) == 2
+    assert int((tmp_path / "pid.txt").read_text()) in pids
     parent.kill()
     parent.wait()
     deadline = time.monotonic() + 10.0 * ORPHAN_CHECK_S
