@@ -221,6 +221,7 @@ def test_events_are_shaded_on_every_panel_and_labelled_once():
 
 def test_the_figures_drawn_by_the_report_workers_are_those_drawn_here(tmp_path):
     """The runner hands the figures to worker processes: same files, same summary."""
+    assert list(report_figures.FIGURES) == list(report.FIGURE_NAMES)
     here, there = tmp_path / "here", tmp_path / "there"
     run_data = RunAccumulator.from_series(_series(), report.PLOTTED_DIAGNOSTICS)
     summary = report.write_accumulated(run_data, here, _run_facts())

@@ -151,9 +151,9 @@ class PlotWorkers:
                 return
 
     def draw(self, plots: Mapping[str, Plot], data: Any, directory: Path) -> None:
-        """Draw every plot of ``data`` into ``directory / name``; each plot function must be
-        importable by name (a module-level function, or a ``functools.partial`` of one) and
-        ``data`` picklable when the figures go to workers."""
+        """Draw every plot of ``data`` into ``directory / name``; each plot must be
+        picklable (a module-level function, or a ``PlotFunction``) and so must ``data``
+        when the figures go to workers."""
         from concurrent.futures.process import BrokenProcessPool
 
         left = dict(plots)
